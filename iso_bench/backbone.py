@@ -1,0 +1,300 @@
+"""Load an encoder and extract raw vectors from its hidden states.
+
+The backbone is the only place that runs the network. It batches texts by length, runs without
+gradients, and turns hidden states into three kinds of raw vectors:
+
+- ``sentence``: one pooled vector per text (mean over real tokens, CLS, or first-last-avg);
+- ``tokens``: the vectors of a text's tokens without special tokens, for token-level post-processing;
+- ``span``: the mean of the sub-token vectors that overlap a character span, for word-level tasks.
+
+Example:
+    >>> bb = Backbone("sentence-transformers/all-MiniLM-L6-v2")       # doctest: +SKIP
+    >>> bb.encode(["A man plays a guitar."], kinds=("sentence",))["sentence"][0].shape  # doctest: +SKIP
+    (384,)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+POOLINGS = ("mean", "cls", "first-last-avg")
+KINDS = ("sentence", "tokens", "span")
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """How raw vectors are read from the network; part of every cache key and result record.
+
+    ``layer`` indexes ``hidden_states`` as Hugging Face returns them (0 is the embedding layer, -1 the
+    last layer). ``first-last-avg`` ignores ``layer`` and averages ``hidden_states[1]`` and
+    ``hidden_states[-1]``. ``normalize`` scales sentence vectors to unit length, as a
+    sentence-transformers model with a Normalize module does.
+    """
+
+    pooling: str = "mean"
+    layer: int = -1
+    normalize: bool = False
+    max_length: int = 512
+
+    def __post_init__(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {self.pooling!r}; choose one of {', '.join(POOLINGS)}")
+        if self.max_length < 2:
+            raise ValueError(f"max_length must be at least 2, got {self.max_length}")
+
+    def key(self) -> str:
+        """A short stable name for cache folders."""
+        layer = "fl" if self.pooling == "first-last-avg" else f"L{self.layer}"
+        norm = "-norm" if self.normalize else ""
+        return f"{self.pooling}-{layer}{norm}-max{self.max_length}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class BackboneError(RuntimeError):
+    """The model cannot be loaded or run; the message names the model and what to do."""
+
+
+def _read_json(folder_or_id: str, filename: str, revision: str | None) -> dict | list | None:
+    """Read a small JSON file of a model (local folder or hub id); None when it does not exist."""
+    local = Path(folder_or_id)
+    if local.is_dir():
+        path = local / filename
+        return json.loads(path.read_text()) if path.is_file() else None
+    try:
+        from transformers.utils import cached_file
+
+        path = cached_file(
+            folder_or_id,
+            filename,
+            revision=revision,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+        )
+    except Exception:  # noqa: BLE001 - a missing optional file is not an error
+        return None
+    return json.loads(Path(path).read_text()) if path else None
+
+
+def default_extraction(model_id: str, revision: str | None = None) -> Extraction:
+    """The model's usual pooling: its sentence-transformers configuration when it has one, else mean
+    pooling over the last layer without normalisation."""
+    modules = _read_json(model_id, "modules.json", revision) or []
+    pooling, normalize = "mean", False
+    for module in modules if isinstance(modules, list) else []:
+        kind = str(module.get("type", ""))
+        if kind.endswith("Pooling"):
+            cfg = _read_json(model_id, f"{module.get('path', '')}/config.json".lstrip("/"), revision) or {}
+            if cfg.get("pooling_mode_cls_token"):
+                pooling = "cls"
+        elif kind.endswith("Normalize"):
+            normalize = True
+    st_cfg = _read_json(model_id, "sentence_bert_config.json", revision) or {}
+    max_length = int(st_cfg.get("max_seq_length", 512)) if isinstance(st_cfg, dict) else 512
+    return Extraction(pooling=pooling, normalize=normalize, max_length=max_length)
+
+
+def folder_digest(folder: Path) -> str:
+    """A content hash of a local model folder, used as its revision."""
+    h = hashlib.sha1()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(folder)).encode())
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return "local-" + h.hexdigest()
+
+
+class Backbone:
+    """A Hugging Face encoder that returns raw vectors of every kind from one forward pass per batch.
+
+    Args:
+        model_id: a hub id (``org/name``) or a local folder.
+        revision: a hub revision; the resolved commit is recorded in ``self.revision``.
+        device: ``"cpu"``, ``"cuda"``, ...; default: CUDA when available.
+        extraction: how vectors are pooled; default: :func:`default_extraction`.
+        trust_remote_code: passed to transformers; off unless the user asks.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        revision: str | None = None,
+        *,
+        device: str | None = None,
+        extraction: Extraction | None = None,
+        trust_remote_code: bool = False,
+    ) -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        self.model_id = model_id
+        self.extraction = extraction or default_extraction(model_id, revision)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                model_id, revision=revision, trust_remote_code=trust_remote_code
+            )
+            self.model = AutoModel.from_pretrained(
+                model_id, revision=revision, trust_remote_code=trust_remote_code
+            )
+        except (OSError, ValueError) as exc:
+            offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+            hint = (
+                "HF_HUB_OFFLINE=1 is set: put the model into the Hugging Face cache first "
+                "(HF_HUB_CACHE) or pass a local folder"
+                if offline
+                else "check the id and revision, or pass a local folder"
+            )
+            raise BackboneError(f"cannot load model {model_id!r} (revision {revision}): {exc}. {hint}") from exc
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise BackboneError(
+                f"model {model_id!r} has no fast tokenizer; iso-bench needs character offsets for spans"
+            )
+        self.model.eval().to(self.device)
+        local = Path(model_id)
+        self.revision = (
+            folder_digest(local)
+            if local.is_dir()
+            else getattr(self.model.config, "_commit_hash", None) or revision or "unknown"
+        )
+        n_states = self.model.config.num_hidden_layers + 1
+        if not -n_states <= self.extraction.layer < n_states:
+            raise BackboneError(
+                f"layer {self.extraction.layer} does not exist in {model_id!r}: hidden_states has "
+                f"{n_states} entries (0 = embeddings, {n_states - 1} = last)"
+            )
+        model_max = getattr(self.tokenizer, "model_max_length", 512) or 512
+        pos_max = getattr(self.model.config, "max_position_embeddings", 512) or 512
+        self._limit = min(int(model_max), int(pos_max))
+        self.max_length = min(self.extraction.max_length, self._limit)
+        self.dim = int(self.model.config.hidden_size)
+
+    def with_extraction(self, extraction: Extraction) -> Backbone:
+        """A view of the same loaded network with other extraction settings (no reload)."""
+        other = object.__new__(Backbone)
+        other.__dict__.update(self.__dict__)
+        other.extraction = replace(extraction)
+        other.max_length = min(extraction.max_length, self._limit)
+        return other
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies these vectors: model, revision and extraction settings."""
+        return {
+            "model": self.model_id,
+            "revision": self.revision,
+            "extraction": {**self.extraction.to_dict(), "max_length": self.max_length},
+        }
+
+    # ---------------------------------------------------------------------------------------------
+    def encode(
+        self,
+        texts: Sequence[str],
+        *,
+        kinds: Sequence[str] = ("sentence",),
+        spans: Sequence[tuple[int, int]] | None = None,
+        batch_size: int = 32,
+        progress: bool = True,
+        desc: str = "encoding",
+    ) -> dict[str, list[np.ndarray]]:
+        """Encode ``texts`` once and return, per requested kind, one array per text (input order).
+
+        ``sentence`` and ``span`` arrays have shape ``(dim,)``; ``tokens`` arrays ``(n_tokens, dim)``.
+        ``spans`` (character ``(start, end)`` per text) is required for the ``span`` kind.
+        """
+        import torch
+        from tqdm.auto import tqdm
+
+        unknown = set(kinds) - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown vector kinds {sorted(unknown)}; choose from {KINDS}")
+        if "span" in kinds and (spans is None or len(spans) != len(texts)):
+            raise ValueError("the 'span' kind needs one (start, end) character span per text")
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"text {i} is {type(text).__name__}, not str")
+        out: dict[str, list[Any]] = {k: [None] * len(texts) for k in kinds}
+        if not texts:
+            return out
+        lengths = self.tokenizer(
+            list(texts), add_special_tokens=True, truncation=True, max_length=self.max_length
+        )["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: (-len(lengths[i]), i))
+        bar = tqdm(total=len(texts), desc=desc, unit="text", disable=not progress, leave=False)
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                idx = order[start : start + batch_size]
+                batch = [texts[i] for i in idx]
+                batch_spans = [spans[i] for i in idx] if "span" in kinds else None
+                result = self._encode_batch(batch, kinds, batch_spans)
+                for kind, values in result.items():
+                    for j, value in zip(idx, values, strict=True):
+                        out[kind][j] = value
+                bar.update(len(idx))
+        bar.close()
+        return out
+
+    def _encode_batch(
+        self, texts: list[str], kinds: Sequence[str], spans: list[tuple[int, int]] | None
+    ) -> dict[str, list[np.ndarray]]:
+        import torch
+
+        enc = self.tokenizer(
+            texts,
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+            return_special_tokens_mask=True,
+            return_offsets_mapping=True,
+        )
+        offsets = enc.pop("offset_mapping")
+        special = enc.pop("special_tokens_mask").bool()
+        inputs = {k: v.to(self.device) for k, v in enc.items()}
+        outputs = self.model(**inputs, output_hidden_states=True)
+        states = outputs.hidden_states
+        if self.extraction.pooling == "first-last-avg":
+            hidden = (states[1] + states[-1]) / 2
+        else:
+            hidden = states[self.extraction.layer]
+        hidden = hidden.float().cpu()
+        mask = enc["attention_mask"].bool()
+        result: dict[str, list[np.ndarray]] = {}
+        if "sentence" in kinds:
+            if self.extraction.pooling == "cls":
+                pooled = hidden[:, 0]
+            else:
+                m = mask.unsqueeze(-1).float()
+                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+            if self.extraction.normalize:
+                pooled = torch.nn.functional.normalize(pooled, dim=-1)
+            result["sentence"] = list(pooled.numpy().astype(np.float32))
+        if "tokens" in kinds:
+            real = mask & ~special
+            result["tokens"] = [hidden[b][real[b]].numpy().astype(np.float32) for b in range(len(texts))]
+        if "span" in kinds:
+            assert spans is not None
+            vectors = []
+            for b, (s, e) in enumerate(spans):
+                off = offsets[b]
+                sel = mask[b] & ~special[b] & (off[:, 0] < e) & (off[:, 1] > s)
+                if not bool(sel.any()):
+                    raise ValueError(
+                        f"span {s}:{e} ({texts[b][s:e]!r}) of text {texts[b][:60]!r} covers no token "
+                        f"(empty span, or cut off at max_length={self.max_length})"
+                    )
+                vectors.append(hidden[b][sel].mean(0).numpy().astype(np.float32))
+            result["span"] = vectors
+        return result

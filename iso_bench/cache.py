@@ -1,0 +1,208 @@
+"""The raw-vector cache: every text is encoded once per (model, revision, extraction) and reused by
+every variant and every task, in memory within a run and on disk across runs.
+
+On disk a namespace folder ``<root>/<model>/<revision>/<extraction>/`` holds ``meta.json`` and shard
+files ``<kind>-<id>.npz``, written atomically (temporary file, then rename) and carrying a SHA-256 of
+their content. A shard that cannot be read or whose checksum fails is reported, moved aside and its
+vectors recomputed: a damaged cache is never trusted. No pickle is involved (``allow_pickle=False``).
+
+Example:
+    >>> store = EmbeddingStore(backbone, cache_dir="~/.cache/iso_bench")   # doctest: +SKIP
+    >>> X = store.sentences(["a cat", "a dog"])                             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CACHE_ENV = "ISO_BENCH_CACHE"
+FLUSH_EVERY = 2048  # texts encoded between two shard writes: a crash loses at most this much work
+
+
+def default_cache_dir() -> Path:
+    """``$ISO_BENCH_CACHE``, else ``~/.cache/iso_bench``."""
+    env = os.environ.get(DEFAULT_CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "iso_bench"
+
+
+def text_key(text: str, span: tuple[int, int] | None = None) -> bytes:
+    """The 32-byte cache key of a text (and a character span within it)."""
+    h = hashlib.sha256(text.encode("utf-8"))
+    if span is not None:
+        h.update(f"\x00{span[0]}:{span[1]}".encode())
+    return h.digest()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "__", text).strip("_") or "model"
+
+
+def _digest(keys: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    h = hashlib.sha256()
+    for arr in (keys, offsets, data):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return np.frombuffer(h.digest(), dtype=np.uint8)
+
+
+class CacheCorruptError(RuntimeError):
+    """A shard failed its checksum or could not be parsed."""
+
+
+def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray]) -> None:
+    """Write vectors (each ``(dim,)`` or ``(n_i, dim)``) atomically with a checksum."""
+    dim = arrays[0].shape[-1]
+    rows = [a.reshape(-1, dim).astype(np.float32) for a in arrays]
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(r) for r in rows])
+    data = np.concatenate(rows, axis=0) if rows else np.zeros((0, dim), np.float32)
+    key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)
+    ndim = np.array([arrays[0].ndim], dtype=np.int64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, keys=key_arr, offsets=offsets, data=data, ndim=ndim,
+                     digest=_digest(key_arr, offsets, data))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_shard(path: Path) -> dict[bytes, np.ndarray]:
+    """Read and verify a shard; raises :class:`CacheCorruptError` when it is damaged."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys, offsets, data, ndim, digest = (z[k] for k in ("keys", "offsets", "data", "ndim", "digest"))
+    except Exception as exc:  # noqa: BLE001 - any parse failure means a damaged file
+        raise CacheCorruptError(f"{path}: unreadable ({exc})") from exc
+    if not np.array_equal(_digest(keys, offsets, data), digest):
+        raise CacheCorruptError(f"{path}: checksum mismatch")
+    if len(offsets) != len(keys) + 1 or offsets[-1] != len(data):
+        raise CacheCorruptError(f"{path}: inconsistent offsets")
+    one = int(ndim[0]) == 1
+    out = {}
+    for i in range(len(keys)):
+        block = data[offsets[i] : offsets[i + 1]]
+        out[keys[i].tobytes()] = block[0] if one else block
+    return out
+
+
+class EmbeddingStore:
+    """Raw vectors of one backbone, computed once per text and kept in memory and on disk.
+
+    Args:
+        backbone: the :class:`~iso_bench.backbone.Backbone` that computes missing vectors.
+        cache_dir: root of the disk cache; ``None`` keeps vectors in memory only.
+        kinds: the vector kinds computed together on every forward pass. A run that has token-level
+            variants asks for ``("sentence", "tokens")`` so that one pass serves both.
+        batch_size: texts per forward pass.
+        progress: show progress bars.
+    """
+
+    def __init__(
+        self,
+        backbone: Any,
+        cache_dir: str | Path | None = None,
+        *,
+        kinds: Sequence[str] = ("sentence",),
+        batch_size: int = 32,
+        progress: bool = True,
+    ) -> None:
+        self.backbone = backbone
+        self.kinds = tuple(dict.fromkeys(kinds))
+        self.batch_size = batch_size
+        self.progress = progress
+        self._mem: dict[str, dict[bytes, np.ndarray]] = {}
+        self._loaded: set[str] = set()
+        self.stats = {"computed": 0, "reused": 0}
+        self.folder: Path | None = None
+        if cache_dir is not None:
+            info = backbone.describe()
+            self.folder = (
+                Path(cache_dir).expanduser()
+                / _slug(info["model"])
+                / _slug(str(info["revision"]))
+                / _slug(backbone.extraction.key() if hasattr(backbone, "extraction") else "default")
+            )
+            self.folder.mkdir(parents=True, exist_ok=True)
+            meta = self.folder / "meta.json"
+            if not meta.exists():
+                meta.write_text(json.dumps(info, indent=2, sort_keys=True))
+
+    # ---- public API -------------------------------------------------------------------------------
+    def sentences(self, texts: Sequence[str], desc: str = "encoding") -> np.ndarray:
+        """Pooled sentence vectors, shape ``(len(texts), dim)``."""
+        vecs = self._get("sentence", list(texts), None, desc)
+        return np.stack(vecs) if vecs else np.zeros((0, self.backbone.dim), np.float32)
+
+    def tokens(self, texts: Sequence[str], desc: str = "encoding") -> list[np.ndarray]:
+        """Token vectors without special tokens, one ``(n_tokens, dim)`` array per text."""
+        return self._get("tokens", list(texts), None, desc)
+
+    def spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], desc: str = "encoding") -> np.ndarray:
+        """The mean sub-token vector of each character span, shape ``(len(texts), dim)``."""
+        vecs = self._get("span", list(texts), [tuple(s) for s in spans], desc)
+        return np.stack(vecs) if vecs else np.zeros((0, self.backbone.dim), np.float32)
+
+    # ---- internals --------------------------------------------------------------------------------
+    def _table(self, kind: str) -> dict[bytes, np.ndarray]:
+        table = self._mem.setdefault(kind, {})
+        if self.folder is not None and kind not in self._loaded:
+            self._loaded.add(kind)
+            for shard in sorted(self.folder.glob(f"{kind}-*.npz")):
+                try:
+                    table.update(read_shard(shard))
+                except CacheCorruptError as exc:
+                    logger.warning("damaged cache shard ignored and set aside, its vectors will be recomputed: %s", exc)
+                    shard.replace(shard.with_suffix(".npz.bad"))
+        return table
+
+    def _get(self, kind: str, texts: list[str], spans: list[tuple[int, int]] | None, desc: str) -> list[np.ndarray]:
+        table = self._table(kind)
+        keys = [text_key(t, spans[i] if spans else None) for i, t in enumerate(texts)]
+        missing: dict[bytes, int] = {}
+        for i, k in enumerate(keys):
+            if k not in table and k not in missing:
+                missing[k] = i
+        self.stats["reused"] += len(keys) - len(missing)
+        if missing:
+            self._compute(kind, [(k, texts[i], spans[i] if spans else None) for k, i in missing.items()], desc)
+        return [table[k] for k in keys]
+
+    def _compute(self, kind: str, items: list[tuple[bytes, str, tuple[int, int] | None]], desc: str) -> None:
+        kinds = (kind,) if kind == "span" else tuple(dict.fromkeys((kind, *[k for k in self.kinds if k != "span"])))
+        for start in range(0, len(items), FLUSH_EVERY):
+            chunk = items[start : start + FLUSH_EVERY]
+            texts = [t for _, t, _ in chunk]
+            spans = [s for _, _, s in chunk] if kind == "span" else None
+            n_chunks = -(-len(items) // FLUSH_EVERY)
+            label = desc if n_chunks == 1 else f"{desc} {start // FLUSH_EVERY + 1}/{n_chunks}"
+            out = self.backbone.encode(
+                texts, kinds=kinds, spans=spans, batch_size=self.batch_size, progress=self.progress, desc=label
+            )
+            keys = [key for key, _, _ in chunk]
+            for k, values in out.items():
+                table = self._table(k)
+                fresh = [(key, v) for key, v in zip(keys, values, strict=True) if key not in table]
+                for key, v in fresh:
+                    table[key] = v
+                if self.folder is not None and fresh:
+                    shard = self.folder / f"{k}-{uuid.uuid4().hex}.npz"
+                    write_shard(shard, [a for a, _ in fresh], [b for _, b in fresh])
+            self.stats["computed"] += len(chunk)

@@ -1,0 +1,127 @@
+"""The ``iso-bench`` command line: a thin layer over :mod:`iso_bench.runner` and friends."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from iso_bench import __version__
+
+EPILOG = """examples:
+  iso-bench run                                   # all-MiniLM-L6-v2, every method, the 7 MTEB STS tasks
+  iso-bench run --model bert-base-uncased --methods raw whiten-256 cluster-pca --tasks STSBenchmark
+  iso-bench run --data-dir ../shared/data/hub     # read datasets from a local mirror
+  iso-bench list                                  # methods, suites and tasks
+
+environment: ISO_BENCH_DATA_DIR (mirror folder), ISO_BENCH_CACHE (raw-vector cache),
+HF_HUB_OFFLINE=1 with HF_HUB_CACHE (models from a local Hugging Face cache)"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from iso_bench.mteb_plugin import DEFAULT_METHODS
+    from iso_bench.runner import DEFAULT_MODEL
+
+    parser = argparse.ArgumentParser(
+        prog="iso-bench",
+        description="Compare isotropy post-processing methods of an encoder on MTEB tasks.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"iso-bench {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens (INFO level)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="evaluate the variants of a model", epilog=EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("--model", default=DEFAULT_MODEL, help=f"hub id or local folder (default: {DEFAULT_MODEL})")
+    run.add_argument("--revision", help="model revision (default: the one mteb pins, else the latest)")
+    run.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), metavar="SPEC",
+                     help="method specs, e.g. raw whiten-256 abtt-7 cluster-pca-27-12 (default: %(default)s)")
+    run.add_argument("--tasks", nargs="+", default=["mteb-sts"], metavar="NAME",
+                     help="task or suite names (default: mteb-sts); see `iso-bench list`")
+    run.add_argument("--results", default="results",
+                     help="results folder, readable by mteb.ResultCache (default: ./results)")
+    run.add_argument("--data-dir", help="local dataset mirror laid out as <dir>/<org>/<name>/ (env ISO_BENCH_DATA_DIR)")
+    run.add_argument("--cache-dir", help="raw-vector cache (env ISO_BENCH_CACHE, default ~/.cache/iso_bench)")
+    run.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
+    run.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
+    run.add_argument("--fit-corpus", default="task",
+                     help="'task' (the evaluated task's unlabeled texts; default) or a text file, one text per line")
+    run.add_argument("--seed", type=int, default=0, help="seed of the fitted methods (default: 0)")
+    run.add_argument("--pooling", choices=["mean", "cls", "first-last-avg"],
+                     help="sentence pooling (default: the model's own, e.g. mean for sentence-transformers)")
+    run.add_argument("--layer", type=int, help="hidden-state layer, 0 = embeddings, -1 = last (default: -1)")
+    run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
+    run.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (off by default)")
+    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    sub.add_parser("list", help="list methods, suites and tasks")
+    return parser
+
+
+def cmd_list() -> int:
+    from iso_bench.methods import METHODS
+    from iso_bench.suites import SUITES
+
+    print("methods (spec: name[-positional...][-key=value...]):")
+    for name in METHODS:
+        cls = METHODS.get(name)
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        params = ", ".join(f"{k}={v}" for k, v in cls.param_defaults().items()) or "no parameters"
+        positional = f" positional: {', '.join(cls.spec_args)};" if cls.spec_args else ""
+        print(f"  {name:<12} {doc}\n  {'':<12} level={cls.default_level};{positional} {params}")
+    print("\nsuites:")
+    for name in SUITES:
+        print(f"  {name:<12} {' '.join(SUITES.get(name))}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from iso_bench.runner import RunConfig, format_summary, run
+
+    cfg = RunConfig(
+        model=args.model, revision=args.revision, methods=args.methods, tasks=args.tasks,
+        results_dir=args.results, data_dir=args.data_dir, cache_dir=args.cache_dir, device=args.device,
+        batch_size=args.batch_size, fit_corpus=args.fit_corpus, seed=args.seed, pooling=args.pooling,
+        layer=args.layer, overwrite=args.overwrite, progress=not args.no_progress,
+        trust_remote_code=args.trust_remote_code,
+    )
+    summary = run(cfg)
+    print(f"\n{summary.model} @ {summary.revision}: main score x 100 (cosine Spearman for STS)")
+    print(format_summary(summary))
+    stats = summary.encode_stats
+    print(f"\nraw vectors: {stats.get('computed', 0)} texts encoded, {stats.get('reused', 0)} reused from the cache;"
+          f" {summary.seconds:.1f} s; results in {summary.results_dir}")
+    if summary.errors:
+        print("\nfailed (shown as – above, never averaged):", file=sys.stderr)
+        for variant, errors in summary.errors.items():
+            for task, message in errors.items():
+                print(f"  {variant} on {task}: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if args.command is None:
+        parser.print_help()
+        return 2
+    from iso_bench.errors import USER_ERRORS
+
+    try:
+        return cmd_list() if args.command == "list" else cmd_run(args)
+    except USER_ERRORS as exc:
+        print(f"iso-bench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("iso-bench: interrupted; finished results and cached vectors are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""The contract every post-processing method follows (scikit-learn style).
+
+``__init__`` only stores keyword parameters; ``fit(X) -> self`` learns state whose attribute names end
+in ``_``; ``transform`` refuses an unfitted method. A method is named by a *spec*: its registered name,
+then optional ``-``-separated arguments, positional (in the order of ``spec_args``) or ``key=value``:
+``whiten-256`` is ``Whiten(n_components=256)``, ``cluster-pca-27-12`` is ``ClusterPCA(n_clusters=27,
+n_directions=12)``, ``clip-dims=308,381`` gives explicit dimensions.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from typing import Any, ClassVar
+
+import numpy as np
+
+from iso_bench.registry import Registry
+
+
+class MethodError(ValueError):
+    """A method cannot be fitted or applied to the data it was given; the message says how to fix it."""
+
+
+class NotFittedError(MethodError):
+    """``transform`` was called before ``fit``."""
+
+
+class Method:
+    """Base class of the post-processing methods.
+
+    Subclasses set ``name`` (the registry name), optionally ``spec_args`` (parameters that may be given
+    positionally in a spec), ``default_level`` (``"sentence"`` or ``"token"``: the vectors the method is
+    fitted on and applied to by default) and ``fitted`` (False for methods with nothing to learn).
+    """
+
+    name: ClassVar[str] = ""
+    spec_args: ClassVar[tuple[str, ...]] = ()
+    default_level: ClassVar[str] = "sentence"
+    fitted: ClassVar[bool] = True
+
+    # ---- parameters -------------------------------------------------------------------------------
+    @classmethod
+    def param_defaults(cls) -> dict[str, Any]:
+        sig = inspect.signature(cls.__init__)
+        return {
+            p.name: p.default
+            for p in sig.parameters.values()
+            if p.name != "self" and p.kind is p.KEYWORD_ONLY
+        }
+
+    def get_params(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.param_defaults()}
+
+    @property
+    def spec(self) -> str:
+        """The canonical spec: name plus every parameter that differs from its default."""
+        defaults = self.param_defaults()
+        changed = {k: getattr(self, k) for k, d in defaults.items() if getattr(self, k) != d}
+        parts = [self.name]
+        # leading positional arguments while they are all set ("cluster-pca-10-3"), then key=value
+        for key in self.spec_args:
+            if key not in changed:
+                break
+            parts.append(_format_value(changed.pop(key)))
+        parts += [f"{k}={_format_value(v)}" for k, v in changed.items()]
+        return "-".join(parts)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # ---- fitting ----------------------------------------------------------------------------------
+    def fit(self, X: np.ndarray) -> Method:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def transform(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def fit_transform(self, X: np.ndarray) -> np.ndarray:
+        return self.fit(X).transform(X)
+
+    def is_fitted(self) -> bool:
+        return not self.fitted or any(k.endswith("_") and not k.startswith("_") for k in vars(self))
+
+    def _check_fitted(self) -> None:
+        if not self.is_fitted():
+            raise NotFittedError(
+                f"method {self.spec!r} is not fitted: call fit(X) on a fit corpus before transform(X)"
+            )
+
+    def _check_input(self, X: np.ndarray, *, fitting: bool, min_rows: int = 1) -> np.ndarray:
+        """Validate and convert ``X`` to a 2-D float64 array, with errors that name the method."""
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise MethodError(f"method {self.spec!r}: expected a 2-D array (n_vectors, dim), got shape {X.shape}")
+        if not np.issubdtype(X.dtype, np.number):
+            raise MethodError(f"method {self.spec!r}: expected numbers, got dtype {X.dtype}")
+        X = X.astype(np.float64, copy=False)
+        if not np.isfinite(X).all():
+            bad = int((~np.isfinite(X)).any(axis=1).sum())
+            raise MethodError(
+                f"method {self.spec!r}: {bad} of {len(X)} input vectors contain NaN or infinity; "
+                "check the encoder output (fp16 overflow, empty texts) before fitting"
+            )
+        if fitting and len(X) < min_rows:
+            raise MethodError(
+                f"method {self.spec!r}: needs at least {min_rows} vectors to fit, got {len(X)}; "
+                "use a larger fit corpus or a smaller parameter"
+            )
+        if not fitting and getattr(self, "dim_", None) is not None and X.shape[1] != self.dim_:
+            raise MethodError(
+                f"method {self.spec!r} was fitted on {self.dim_}-d vectors but got {X.shape[1]}-d vectors"
+            )
+        return X
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        # positional, never "1e-05": a "-" would split the spec
+        return np.format_float_positional(value, trim="-")
+    return str(value)
+
+
+def _param_kinds(cls: type) -> dict[str, type]:
+    """The non-None type of each annotated ``__init__`` parameter (``int | None`` -> ``int``)."""
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # unresolvable annotations: fall back to guessing from the text
+        return {}
+    kinds = {}
+    for key, hint in hints.items():
+        args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+        origin = typing.get_origin(args[0]) or args[0]
+        if isinstance(origin, type):
+            kinds[key] = origin
+    return kinds
+
+
+def _parse_value(text: str, default: Any, key: str, spec: str, kind: type | None = None) -> Any:
+    try:
+        if isinstance(default, bool):
+            if text.lower() in ("true", "1", "yes"):
+                return True
+            if text.lower() in ("false", "0", "no"):
+                return False
+            raise ValueError(text)
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+        if isinstance(default, (tuple, list)):
+            return tuple(int(v) for v in text.split(",") if v)
+        if default is None and kind is not None:
+            # the annotation says what an optional parameter holds: "int | None", "tuple[int, ...] | None"
+            if kind in (tuple, list):
+                return tuple(int(v) for v in text.split(",") if v)
+            if kind in (int, float):
+                return kind(text)
+            return text
+        if default is None:
+            # no usable annotation: "256" -> 256 (whiten-256), "0.1" -> 0.1, "3,5" -> (3, 5), else a string
+            if "," in text:
+                return tuple(int(v) for v in text.split(",") if v)
+            for kind in (int, float):
+                try:
+                    return kind(text)
+                except ValueError:
+                    pass
+            return text
+    except ValueError:
+        raise MethodError(f"method spec {spec!r}: {key}={text!r} is not a valid value") from None
+    return text
+
+
+METHODS: Registry[type[Method]] = Registry("method")
+
+
+def register(cls: type[Method]) -> type[Method]:
+    """Class decorator: register a method under its ``name``."""
+    METHODS.add(cls.name, cls)
+    return cls
+
+
+def parse_spec(spec: str) -> tuple[type[Method], dict[str, Any]]:
+    """Split a spec into its method class and keyword parameters (also ``level`` if given)."""
+    # the longest registered name that the spec starts with ("cluster-pca" before "cluster")
+    candidates = [n for n in METHODS if spec == n or spec.startswith(n + "-")]
+    if not candidates:
+        head = spec.split("-")[0]
+        raise MethodError(METHODS.unknown_message(head if head not in ("cluster",) else spec))
+    name = max(candidates, key=len)
+    cls = METHODS.get(name)
+    defaults = cls.param_defaults()
+    kinds = _param_kinds(cls)
+    rest = spec[len(name) + 1 :]
+    args = rest.split("-") if rest else []
+    params: dict[str, Any] = {}
+    positional = list(cls.spec_args)
+    for arg in args:
+        if "=" in arg:
+            key, _, text = arg.partition("=")
+        else:
+            if not positional:
+                raise MethodError(
+                    f"method spec {spec!r}: too many positional arguments; {name} takes "
+                    f"{', '.join(cls.spec_args) or 'none'} (or key=value among {', '.join(defaults)})"
+                )
+            key, text = positional.pop(0), arg
+        if key == "level":
+            if text not in ("sentence", "token"):
+                raise MethodError(f"method spec {spec!r}: level must be 'sentence' or 'token', got {text!r}")
+            params["level"] = text
+            continue
+        if key not in defaults:
+            raise MethodError(
+                f"method spec {spec!r}: {name} has no parameter {key!r}; parameters: {', '.join(defaults) or 'none'}"
+            )
+        if key in positional:
+            positional.remove(key)
+        params[key] = _parse_value(text, defaults[key], key, spec, kinds.get(key))
+    return cls, params
+
+
+def make_method(spec: str) -> tuple[Method, str]:
+    """Build the method a spec names. Returns ``(method, level)``.
+
+    >>> method, level = make_method("whiten-256")
+    >>> method.n_components, level
+    (256, 'sentence')
+    """
+    cls, params = parse_spec(spec)
+    level = params.pop("level", cls.default_level)
+    return cls(**params), level

@@ -1,0 +1,37 @@
+"""``center``: subtract the mean of the fit corpus (Mu & Viswanath 2018, step 1 of all-but-the-top)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from iso_bench.methods.base import Method, register
+
+
+@register
+class Center(Method):
+    """x -> x - mu, with mu the mean of the fit vectors.
+
+    Learned state: ``mean_`` (dim,), ``dim_``.
+
+    Example:
+        >>> X = np.array([[1.0, 2.0], [3.0, 6.0]])
+        >>> Center().fit(X).transform(X).tolist()
+        [[-1.0, -2.0], [1.0, 2.0]]
+    """
+
+    name = "center"
+
+    def __init__(self) -> None:
+        pass
+
+    def fit(self, X: np.ndarray) -> Center:
+        X = self._check_input(X, fitting=True, min_rows=1)
+        self.dim_ = X.shape[1]
+        self.mean_ = X.mean(axis=0)
+        return self
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """``X - mean_`` as float64, shape ``(n, dim)``."""
+        self._check_fitted()
+        X = self._check_input(X, fitting=False)
+        return X - self.mean_

@@ -1,0 +1,34 @@
+"""``raw``: the identity, the baseline every other method is compared with."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from iso_bench.methods.base import Method, register
+
+
+@register
+class Raw(Method):
+    """Return the vectors unchanged (as float64). Nothing to learn, so ``transform`` works unfitted.
+
+    Example:
+        >>> Raw().transform(np.ones((2, 3))).shape
+        (2, 3)
+    """
+
+    name = "raw"
+    fitted = False
+
+    def __init__(self) -> None:
+        pass
+
+    def fit(self, X: np.ndarray) -> Raw:
+        """Record the dimension (so later inputs are checked against it); returns ``self``."""
+        X = self._check_input(X, fitting=True)
+        self.dim_ = X.shape[1]
+        return self
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """A float64 copy of ``X``, shape ``(n, dim)``."""
+        self._check_fitted()
+        return self._check_input(X, fitting=False).copy()

@@ -1,0 +1,109 @@
+"""``whiten``: BERT-whitening (Su et al. 2021, arXiv 2103.15316).
+
+x -> (x - mu) U Lambda^(-1/2), with Sigma = U Lambda U^T the covariance of the fit vectors (ddof=1,
+as ``np.cov`` in the authors' code), eigenvalues in decreasing order. ``whiten-256`` keeps the first
+256 columns (the dimension reduction of the paper's "whitening-256").
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from iso_bench.methods.base import Method, MethodError, register
+
+logger = logging.getLogger(__name__)
+
+_RANK_TOL = 1e-10
+"""A kept eigenvalue below ``_RANK_TOL`` times the largest counts as zero (singular covariance)."""
+
+
+@register
+class Whiten(Method):
+    """Whitening: the transformed fit vectors have mean 0 and identity covariance.
+
+    Parameters:
+        n_components: keep the first k whitened columns (largest variance first); ``None`` keeps all.
+        eps: regulariser added to every eigenvalue, ``Lambda + eps``. With ``eps=0`` (default, the
+            paper's transform) a singular covariance is refused; see below.
+
+    When is the covariance singular? n centred vectors span at most n - 1 dimensions, so with
+    ``n_vectors <= k`` (k = n_components, or dim) some kept eigenvalue is zero and whitening would
+    divide by it (REFERENCE.md: I(W) then collapses to 0). With ``eps == 0`` :meth:`fit` raises a
+    :class:`MethodError` naming the fixes: more fit vectors, ``whiten-k`` with ``k < n_vectors``, or
+    ``eps > 0``. When there are enough vectors but some directions have no variance at all (an
+    eigenvalue below 1e-10 of the largest: constant or linearly dependent dimensions, as the three dead
+    coordinates of all-MiniLM-L6-v2), plain ``whiten`` whitens the subspace that has variance and
+    records the number of dropped directions in ``dropped_``; an explicit ``whiten-k`` that would need
+    such a direction is refused. With ``eps > 0`` the fit always succeeds.
+
+    Learned state: ``mean_`` (d,), ``W_`` (d, k), ``eigenvalues_`` (all d, decreasing),
+    ``n_components_`` (k), ``dropped_`` (directions without variance left out), ``dim_``.
+
+    Example:
+        >>> X = np.random.default_rng(0).normal(size=(500, 8)) @ np.diag([1, 2, 3, 4, 5, 6, 7, 8])
+        >>> Z = Whiten(n_components=4).fit(X).transform(X)
+        >>> Z.shape, bool(np.allclose(np.cov(Z, rowvar=False), np.eye(4)))
+        ((500, 4), True)
+    """
+
+    name = "whiten"
+    spec_args = ("n_components",)
+
+    def __init__(self, *, n_components: int | None = None, eps: float = 0.0) -> None:
+        self.n_components = n_components
+        self.eps = eps
+
+    def fit(self, X: np.ndarray) -> Whiten:
+        X = self._check_input(X, fitting=True, min_rows=2)
+        n, d = X.shape
+        k = d if self.n_components is None else int(self.n_components)
+        if not 1 <= k <= d:
+            raise MethodError(f"method {self.spec!r}: n_components={k} must be between 1 and the dimension {d}")
+        if self.eps < 0:
+            raise MethodError(f"method {self.spec!r}: eps must be >= 0, got {self.eps}")
+        if self.eps == 0 and n <= k:
+            raise MethodError(
+                f"method {self.spec!r}: {n} vectors cannot be whitened to {k} dimensions: the covariance "
+                f"of n centred vectors has rank <= n - 1 = {n - 1}, so it is singular; fit on more than {k} "
+                f"vectors, keep fewer columns (whiten-{max(1, n - 1)}), or regularise (whiten-eps=0.001)"
+            )
+        mean = X.mean(axis=0)
+        Xc = X - mean
+        cov = (Xc.T @ Xc) / (n - 1)
+        vals, vecs = np.linalg.eigh(cov)
+        vals, vecs = np.clip(vals[::-1], 0.0, None), vecs[:, ::-1]
+        # reproducible signs: the largest-magnitude entry of each eigenvector is positive
+        idx = np.abs(vecs).argmax(axis=0)
+        signs = np.sign(vecs[idx, np.arange(d)])
+        signs[signs == 0] = 1.0
+        vecs = vecs * signs
+        tol = _RANK_TOL * max(vals[0], np.finfo(float).tiny)
+        rank = int((vals > tol).sum())
+        if self.eps == 0 and rank < k:
+            if self.n_components is not None:
+                raise MethodError(
+                    f"method {self.spec!r}: the covariance of the fit vectors has numerical rank {rank} < {k} "
+                    "(constant or linearly dependent dimensions), so whitening would divide by zero; "
+                    f"keep fewer columns (whiten-{max(1, rank)}) or regularise (whiten-eps=0.001)"
+                )
+            # n > d, yet some directions carry no variance at all (a model's dead dimensions, e.g. three
+            # constant coordinates of all-MiniLM-L6-v2): they hold no information, so whiten the subspace
+            # that has variance (the pseudo-inverse square root) and record what was dropped.
+            logger.warning("method %r: %d of %d directions have no variance and are dropped", self.spec, d - rank, d)
+            k = rank
+        kept = vals[:k] + self.eps
+        self.dim_ = d
+        self.mean_ = mean
+        self.eigenvalues_ = vals
+        self.W_ = vecs[:, :k] / np.sqrt(kept)
+        self.n_components_ = k
+        self.dropped_ = d - k if self.n_components is None else 0
+        return self
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """``(X - mean_) @ W_`` as float64, shape ``(n, n_components_)``."""
+        self._check_fitted()
+        X = self._check_input(X, fitting=False)
+        return (X - self.mean_) @ self.W_

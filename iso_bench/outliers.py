@@ -1,0 +1,178 @@
+"""Outlier ("tail") dimensions of an embedding space.
+
+Luo (2020, arXiv 2011.04393) and Luo, Kulmizev & Mao (ACL 2021) found that a pre-trained masked
+language model has a few dimensions whose value is, in almost every token vector, the smallest (or
+the largest) of the vector, with a mean far from every other dimension's (BERT-base: 557 in the
+paper, 308/381 in Hugging Face reproductions; RoBERTa-base: 588 and 77). They are a property of the
+trained weights, so this module *detects* them from data and never hard-codes them.
+
+Two statistics per dimension (REFERENCE.md, "Outlier dimensions"):
+
+* ``argmin_fraction[j]`` / ``argmax_fraction[j]``: the fraction of vectors in which ``j`` is the
+  smallest / largest coordinate. Under isotropy every dimension scores about ``1/d``.
+* ``mean_z[j]``: dimension ``j``'s mean value in standard deviations of the *other* dimensions'
+  means (leave-one-out, so a huge outlier does not inflate the yardstick it is measured with).
+
+Example:
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 64))
+    >>> X[:, 7] -= 6.0
+    >>> detect_outliers(X)
+    [7]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DEFAULT_MIN_Z = 3.0
+"""Default ``min_z``: "several standard deviations" (REFERENCE.md). Among d means of isotropic data
+``|z| >= 3`` happens by chance in ~0.3% of dimensions, and detection needs the fraction test as well."""
+
+
+@dataclass(frozen=True)
+class OutlierStats:
+    """Per-dimension outlier statistics of a set of vectors (all arrays have shape ``(dim,)``).
+
+    Attributes:
+        n_vectors: number of vectors the statistics were computed on.
+        argmin_fraction: fraction of vectors in which the dimension is the smallest coordinate.
+        argmax_fraction: fraction of vectors in which the dimension is the largest coordinate.
+        mean: the dimension's mean value.
+        std: the dimension's standard deviation.
+        mean_z: ``(mean[j] - mean of the other means) / std of the other means`` (ddof=1).
+    """
+
+    n_vectors: int
+    argmin_fraction: np.ndarray
+    argmax_fraction: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    mean_z: np.ndarray
+
+    @property
+    def dim(self) -> int:
+        return len(self.mean)
+
+    @property
+    def fraction(self) -> np.ndarray:
+        """The larger of the argmin and argmax fractions, per dimension."""
+        return np.maximum(self.argmin_fraction, self.argmax_fraction)
+
+    def top(self, k: int = 10) -> list[int]:
+        """The ``k`` dimensions with the largest :attr:`fraction` (ties broken by ``|mean_z|``)."""
+        order = np.lexsort((-np.abs(self.mean_z), -self.fraction))
+        return [int(j) for j in order[:k]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python form (lists of floats), for JSON reports."""
+        return {
+            "n_vectors": self.n_vectors,
+            "argmin_fraction": self.argmin_fraction.tolist(),
+            "argmax_fraction": self.argmax_fraction.tolist(),
+            "mean": self.mean.tolist(),
+            "std": self.std.tolist(),
+            "mean_z": self.mean_z.tolist(),
+        }
+
+
+def _as_matrix(X: np.ndarray) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"expected a 2-D array (n_vectors, dim), got shape {X.shape}")
+    n, d = X.shape
+    if n < 1:
+        raise ValueError("outlier statistics need at least one vector, got 0")
+    if d < 3:
+        raise ValueError(f"outlier statistics need dim >= 3 (a leave-one-out std over the others), got {d}")
+    if not np.isfinite(X).all():
+        raise ValueError("input contains NaN or infinity")
+    return X
+
+
+def outlier_stats(X: np.ndarray) -> OutlierStats:
+    """Compute the per-dimension outlier statistics of ``X`` (shape ``(n_vectors, dim)``).
+
+    Cost O(n d). Ties for the smallest/largest coordinate go to the lowest index (``np.argmin``).
+
+    Example:
+        >>> s = outlier_stats(np.array([[0.0, 1.0, -5.0], [0.5, 2.0, -4.0]]))
+        >>> s.argmin_fraction.tolist(), s.argmax_fraction.tolist()
+        ([0.0, 0.0, 1.0], [0.0, 1.0, 0.0])
+    """
+    X = _as_matrix(X)
+    n, d = X.shape
+    argmin_fraction = np.bincount(X.argmin(axis=1), minlength=d) / n
+    argmax_fraction = np.bincount(X.argmax(axis=1), minlength=d) / n
+    mean = X.mean(axis=0)
+    std = X.std(axis=0)
+    # leave-one-out mean and (ddof=1) std of the other d-1 means, computed directly per dimension:
+    # the O(d) sum-of-squares shortcut cancels catastrophically when one mean dominates (the very
+    # case this is for); d <= a few thousand makes the loop cost milliseconds
+    mean_z = np.empty(d)
+    for j in range(d):
+        others = np.delete(mean, j)
+        mu, sd = others.mean(), others.std(ddof=1)
+        diff = mean[j] - mu
+        if sd > 0:
+            mean_z[j] = diff / sd
+        else:  # all other means equal: a dimension that differs from them is infinitely far away
+            mean_z[j] = 0.0 if diff == 0 else np.copysign(np.inf, diff)
+    return OutlierStats(n, argmin_fraction, argmax_fraction, mean, std, mean_z)
+
+
+def default_min_fraction(dim: int) -> float:
+    """The default fraction threshold: ``min(0.5, max(10 / dim, 0.05))``.
+
+    Why: under isotropy a dimension is the extreme of a vector with probability ``1/dim``, so ten
+    times that is "far above 1/d" (with 300 vectors and dim 64 it is ~20 binomial standard
+    deviations above chance). The floor of 5% keeps wide models honest (for dim 4096, 10/d is only
+    0.24%); the ceiling of 50% keeps the rule satisfiable for small dims (dim <= 20). The published
+    outliers are the extreme in nearly all token vectors, far above any of these thresholds.
+
+    >>> default_min_fraction(768), default_min_fraction(64), default_min_fraction(8)
+    (0.05, 0.15625, 0.5)
+    """
+    return min(0.5, max(10.0 / dim, 0.05))
+
+
+def detect_outliers(
+    X: np.ndarray | OutlierStats,
+    min_fraction: float | None = None,
+    min_z: float = DEFAULT_MIN_Z,
+) -> list[int]:
+    """Indices (ascending) of the outlier dimensions of ``X`` (or of precomputed statistics).
+
+    A dimension is an outlier when **both** hold (REFERENCE.md):
+
+    * it is the smallest or the largest coordinate in at least ``min_fraction`` of the vectors
+      (default :func:`default_min_fraction`), and
+    * its mean is at least ``min_z`` leave-one-out standard deviations from the other dimensions'
+      means (default 3).
+
+    Requiring both rejects a dimension that is merely high-variance (often the extreme, but its
+    mean sits among the others') and one with a shifted mean that is rarely the extreme (its shift
+    is small against the spread of the vectors).
+
+    Caveat: ``mean_z`` is measured against the spread of the other dimensions' means. In real
+    embeddings those differ far more than their sampling noise; in synthetic data whose dimensions
+    all share one true mean the spread is sampling noise only, so a high-variance dimension gets a
+    large ``|mean_z|`` by chance and only the fraction test protects it.
+
+    Example:
+        >>> rng = np.random.default_rng(1)
+        >>> detect_outliers(rng.normal(size=(500, 32)))
+        []
+    """
+    stats = X if isinstance(X, OutlierStats) else outlier_stats(X)
+    if min_fraction is None:
+        min_fraction = default_min_fraction(stats.dim)
+    if not 0.0 < min_fraction <= 1.0:
+        raise ValueError(f"min_fraction must be in (0, 1], got {min_fraction}")
+    if min_z < 0:
+        raise ValueError(f"min_z must be >= 0, got {min_z}")
+    hit = (stats.fraction >= min_fraction) & (np.abs(stats.mean_z) >= min_z)
+    return [int(j) for j in np.flatnonzero(hit)]

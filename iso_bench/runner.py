@@ -1,0 +1,210 @@
+"""Run every variant of one encoder on a set of mteb tasks, encoding each text once for all.
+
+The runner loads the backbone once, shares one raw-vector store between the variants, evaluates each
+variant with ``mteb.evaluate`` (so its numbers are mteb's), and writes iso-bench's provenance (model
+revision, extraction, method, fit corpus, data source) into every score entry of the result files
+under the key ``"iso_bench"``.
+
+Example:
+    >>> from iso_bench.runner import RunConfig, run                      # doctest: +SKIP
+    >>> summary = run(RunConfig(methods=["raw", "whiten"], tasks=["STSBenchmark"]))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iso_bench import __version__
+from iso_bench.mteb_plugin import DEFAULT_METHODS, register_model, variant_meta
+from iso_bench.suites import expand_tasks
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass
+class RunConfig:
+    """Everything that determines a run's numbers (and where they go)."""
+
+    model: str = DEFAULT_MODEL
+    revision: str | None = None
+    methods: Sequence[str] = DEFAULT_METHODS
+    tasks: Sequence[str] = ("mteb-sts",)
+    results_dir: str | Path = "results"
+    data_dir: str | Path | None = None
+    cache_dir: str | Path | None = None
+    device: str | None = None
+    batch_size: int = 32
+    fit_corpus: str = "task"
+    seed: int = 0
+    pooling: str | None = None
+    layer: int | None = None
+    overwrite: bool = False
+    progress: bool = True
+    trust_remote_code: bool = False
+
+
+@dataclass
+class RunSummary:
+    """Main scores per variant and task (``None`` where a task produced no score)."""
+
+    model: str
+    revision: str
+    tasks: list[str]
+    scores: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    results_dir: Path = Path("results")
+    errors: dict[str, dict[str, str]] = field(default_factory=dict)
+    encode_stats: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _atomic_write_json(path: Path, data: Any) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _stored_provenance(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+        entries = [e for split in data["scores"].values() for e in split]
+        return entries[0].get("iso_bench") if entries else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _same_setup(stored: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+    if not stored:
+        return False
+    keys = ("model", "revision", "extraction", "variant")
+    return all(stored.get(k) == wanted.get(k) for k in keys)
+
+
+def build_backbone(cfg: RunConfig) -> Any:
+    from iso_bench.backbone import Backbone, Extraction, default_extraction
+
+    revision = cfg.revision
+    if revision is None:
+        from mteb.models.model_implementations import MODEL_REGISTRY
+
+        base = MODEL_REGISTRY.get(cfg.model)
+        revision = base.revision if base is not None else None
+    extraction = default_extraction(cfg.model, revision)
+    if cfg.pooling is not None or cfg.layer is not None:
+        extraction = Extraction(
+            pooling=cfg.pooling or extraction.pooling,
+            layer=cfg.layer if cfg.layer is not None else extraction.layer,
+            normalize=extraction.normalize if cfg.pooling is None else False,
+            max_length=extraction.max_length,
+        )
+    return Backbone(cfg.model, revision, device=cfg.device, extraction=extraction,
+                    trust_remote_code=cfg.trust_remote_code)
+
+
+def run(cfg: RunConfig) -> RunSummary:
+    """Evaluate every method of ``cfg.methods`` on every task of ``cfg.tasks``; see :class:`RunConfig`."""
+    import mteb
+    from mteb.cache import ResultCache
+
+    from iso_bench.cache import EmbeddingStore, default_cache_dir
+    from iso_bench.data import mirror_dir, use_source
+    from iso_bench.encoder import VariantEncoder, task_texts
+    from iso_bench.methods import make_method
+
+    started = time.perf_counter()
+    task_names = expand_tasks(cfg.tasks)
+    levels = {make_method(m)[1] for m in cfg.methods}  # validates every spec before any work
+    mirror_dir(cfg.data_dir)  # validates the mirror folder
+    tasks = [mteb.get_task(name) for name in task_names]
+    sources = {t.metadata.name: use_source(t, cfg.data_dir).to_dict() for t in tasks}
+
+    backbone = build_backbone(cfg)
+    kinds = ("sentence", "tokens") if "token" in levels else ("sentence",)
+    store = EmbeddingStore(backbone, cfg.cache_dir or default_cache_dir(), kinds=kinds,
+                           batch_size=cfg.batch_size, progress=cfg.progress)
+    cache = ResultCache(cfg.results_dir)
+    results_root = Path(cfg.results_dir) / "results"
+    summary = RunSummary(cfg.model, backbone.revision, task_names, results_dir=results_root)
+    loaded = {t.metadata.name: t for t in tasks}
+    info = backbone.describe()
+    # one encode for all: every text of every task, once, before any variant runs
+    for task in tasks:
+        texts = task_texts(task)
+        store.sentences(texts, desc=f"encoding {task.metadata.name}")
+        if "tokens" in kinds:
+            store.tokens(texts)
+
+    for spec in cfg.methods:
+        encoder = VariantEncoder(store, spec, fit_corpus=cfg.fit_corpus, seed=cfg.seed,
+                                 data_dir=cfg.data_dir, tasks=loaded)
+        meta = variant_meta(cfg.model, encoder.spec, revision=backbone.revision,
+                            embed_dim=backbone.dim, fit_corpus=cfg.fit_corpus, seed=cfg.seed)
+        register_model(cfg.model, [encoder.spec], revision=backbone.revision, replace=True,
+                       fit_corpus=cfg.fit_corpus, seed=cfg.seed)
+        encoder.mteb_model_meta = meta
+        base_record = {"iso_bench_version": __version__, "model": cfg.model, "revision": backbone.revision,
+                       "extraction": info["extraction"], "variant": encoder.config()}
+        for task in tasks:
+            path = cache.get_task_result_path(task.metadata.name, meta)
+            if path.exists() and (cfg.overwrite or not _same_setup(_stored_provenance(path), base_record)):
+                path.unlink()
+        logger.info("evaluating %s", meta.name)
+        result = mteb.evaluate(encoder, tasks, cache=cache, encode_kwargs={"batch_size": cfg.batch_size},
+                               show_progress_bar=cfg.progress, overwrite_strategy="only-missing",
+                               raise_error=False)
+        for error in result.exceptions:
+            summary.errors.setdefault(meta.name, {})[error.task_name] = error.exception
+        row: dict[str, float | None] = {}
+        for task_result in result.task_results:
+            name = task_result.task_name
+            row[name] = task_result.get_score()
+            path = cache.get_task_result_path(name, meta)
+            record = {**base_record, "data": sources.get(name), "fit": encoder.fit_records.get(name)}
+            _annotate(path, record)
+        for name in task_names:
+            row.setdefault(name, None)
+        summary.scores[meta.name] = row
+    summary.encode_stats = dict(store.stats)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _annotate(path: Path, record: dict[str, Any]) -> None:
+    """Add the provenance record to every score entry of a result file (kept if already there)."""
+    if not path.exists():
+        return
+    data = json.loads(path.read_text())
+    changed = False
+    for entries in data.get("scores", {}).values():
+        for entry in entries:
+            if "iso_bench" not in entry:
+                entry["iso_bench"] = record
+                changed = True
+    if changed:
+        _atomic_write_json(path, data)
+
+
+def format_summary(summary: RunSummary) -> str:
+    """A small plain table of main scores x 100, variants as rows."""
+    from tabulate import tabulate
+
+    short = {name: name.rpartition("+")[2] for name in summary.scores}
+    headers = ["variant", *summary.tasks]
+    rows = []
+    for name, row in summary.scores.items():
+        rows.append([short[name], *[("–" if row.get(t) is None else f"{100 * row[t]:.2f}") for t in summary.tasks]])
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)

@@ -1,0 +1,75 @@
+"""Shared fixtures: a tiny random BERT built on the spot, and the real all-MiniLM-L6-v2 when present."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+SHARED_DATA = Path(os.environ.get("ISO_BENCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+HUB_MIRROR = SHARED_DATA / "hub"
+
+WORDS = ("the a cat dog sat on mat bank river money deposit play played playing guitar piano man woman "
+         "is are was slicing cutting cucumber music plays hair girl boy un ##believ ##able ##s . , !").split()
+
+
+def _missing(what: str) -> None:
+    """Skip on a developer machine without the resource; fail in CI, where it must exist."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is missing in CI; .ci/run must provide it")
+    pytest.skip(f"{what} is not available here")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised 3-layer BERT with a 40-word WordPiece vocabulary, saved to a folder."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+                                   model_max_length=64)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=64)
+    model = BertModel(config)
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_backbone(tiny_bert_dir: Path):
+    from iso_bench.backbone import Backbone, Extraction
+
+    return Backbone(str(tiny_bert_dir), device="cpu", extraction=Extraction(pooling="mean"))
+
+
+@pytest.fixture(scope="session")
+def minilm_backbone():
+    """The real all-MiniLM-L6-v2 (laid into the HF cache by offline-models.sh), at mteb's pinned revision."""
+    from iso_bench.backbone import Backbone, BackboneError
+
+    try:
+        return Backbone(MINILM, "8b3219a92973c328a8e22fadcfa821b5dc75636a", device="cpu")
+    except BackboneError as exc:
+        _missing(f"{MINILM} ({exc})")
+
+
+@pytest.fixture(scope="session")
+def hub_mirror() -> Path:
+    if not (HUB_MIRROR / "mteb" / "stsbenchmark-sts").is_dir():
+        _missing(f"the dataset mirror {HUB_MIRROR}")
+    return HUB_MIRROR

@@ -1,0 +1,81 @@
+"""End to end on the real all-MiniLM-L6-v2 and the STS-B test set from the shared data mirror.
+
+Published reference: MTEB's official result for sentence-transformers/all-MiniLM-L6-v2 at revision
+8b3219a92973c328a8e22fadcfa821b5dc75636a on STSBenchmark, cosine Spearman 0.8203247 (file
+results/sentence-transformers__all-MiniLM-L6-v2/8b3219a.../STSBenchmark.json of the
+embeddings-benchmark/results repository).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import MINILM
+
+pytestmark = pytest.mark.slow
+PUBLISHED_STSB = 0.8203247
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory, hub_mirror, minilm_backbone):
+    from iso_bench.cli import main
+
+    results = tmp_path_factory.mktemp("results")
+    cache = tmp_path_factory.mktemp("cache")
+    args = ["run", "--methods", "raw", "whiten-256", "cluster-pca", "--tasks", "STSBenchmark",
+            "--results", str(results), "--cache-dir", str(cache), "--data-dir", str(hub_mirror), "--no-progress"]
+    assert main(args) == 0
+    return results, cache, args
+
+
+def _entry(results, variant: str) -> dict:
+    folder = results / "results" / (MINILM.replace("/", "__") + "+" + variant)
+    (path,) = folder.glob("*/STSBenchmark.json")
+    return json.loads(path.read_text())["scores"]["test"][0]
+
+
+def test_raw_variant_reproduces_the_published_mteb_score(cli_run) -> None:
+    results, _, _ = cli_run
+    assert _entry(results, "raw")["main_score"] == pytest.approx(PUBLISHED_STSB, abs=5e-4)
+
+
+def test_results_are_readable_by_mteb_and_carry_provenance(cli_run) -> None:
+    import mteb
+
+    results, _, _ = cli_run
+    cache = mteb.ResultCache(results)
+    loaded = cache.load_results(models=[f"{MINILM}+raw", f"{MINILM}+whiten-256"], tasks=["STSBenchmark"])
+    assert {m.model_name for m in loaded.model_results} == {f"{MINILM}+raw", f"{MINILM}+whiten-256"}
+    fit = _entry(results, "whiten-256")["iso_bench"]["fit"]
+    assert fit["fit_corpus"] == "task" and fit["task"] == "STSBenchmark" and fit["splits"] == ["test"]
+    # the unlabeled texts of STS-B test: both sides of 1,379 pairs, deduplicated
+    assert 2000 < fit["n_texts"] < 2 * 1379 and len(fit["texts_sha256"]) == 64
+    record = _entry(results, "cluster-pca")["iso_bench"]
+    assert record["variant"]["level"] == "token" and record["fit"]["n_vectors"] > 10 * record["fit"]["n_texts"]
+    assert record["data"]["source"] == "mirror" and len(record["data"]["sha256"]) == 64
+    assert record["revision"] == "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+
+
+def test_second_run_encodes_nothing(cli_run, capsys) -> None:
+    from iso_bench.cli import main
+
+    _, _, args = cli_run
+    assert main([*args, "--overwrite"]) == 0
+    out = capsys.readouterr().out
+    assert "raw vectors: 0 texts encoded" in out
+
+
+def test_mteb_get_model_gives_the_runner_number(cli_run, hub_mirror) -> None:
+    import mteb
+
+    import iso_bench  # noqa: F401 - registers the variants
+    from iso_bench.data import get_task
+    from iso_bench.encoder import VariantEncoder
+
+    results, cache, _ = cli_run
+    model = mteb.get_model(f"{MINILM}+whiten-256", cache_dir=str(cache), data_dir=str(hub_mirror))
+    assert isinstance(model, VariantEncoder)
+    result = mteb.evaluate(model, get_task("STSBenchmark", hub_mirror), cache=None, show_progress_bar=False)
+    assert result.task_results[0].get_score() == pytest.approx(_entry(results, "whiten-256")["main_score"], abs=1e-6)

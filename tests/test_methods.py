@@ -1,0 +1,339 @@
+"""Post-processing methods: one contract test over every registered method, then each method's maths."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from iso_bench.methods import METHODS, Method, MethodError, NotFittedError, make_method, parse_spec
+from iso_bench.methods.abtt import Abtt
+from iso_bench.methods.clip import Clip
+from iso_bench.methods.cluster_pca import ClusterPCA
+from iso_bench.methods.flow import Flow
+from iso_bench.methods.whiten import Whiten
+
+N, D = 300, 32
+
+
+def anisotropic(n: int = N, d: int = D, seed: int = 0) -> np.ndarray:
+    """Correlated, offset vectors with one outlier dimension: something for every method to do."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) * 0.3 + rng.normal(size=d)
+    X[:, 5] -= 8.0
+    return X
+
+
+@pytest.fixture(scope="module")
+def X() -> np.ndarray:
+    return anisotropic()
+
+
+# ---- the contract, over every registered method ------------------------------------------------
+ALL = sorted(METHODS)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_contract(name: str, X: np.ndarray) -> None:
+    cls = METHODS.get(name)
+    method = cls()
+    assert isinstance(method, Method) and method.name == name and method.spec == name
+    if cls.fitted:
+        assert not method.is_fitted()
+        with pytest.raises(NotFittedError, match=name):
+            method.transform(X)
+    assert method.fit(X) is method
+    assert method.is_fitted() and method.dim_ == D
+    first = method.transform(X)
+    assert first.dtype == np.float64 and first.ndim == 2 and first.shape[0] == N
+    assert np.isfinite(first).all()
+    # new vectors of the fitted dimension keep the output width; a wrong dimension is refused
+    other = method.transform(anisotropic(n=7, seed=1))
+    assert other.shape == (7, first.shape[1])
+    with pytest.raises(MethodError, match="fitted on 32-d"):
+        method.transform(X[:, :-1])
+    # fitting again on the same data is idempotent; a fresh instance (same seed) agrees exactly
+    np.testing.assert_array_equal(method.fit(X).transform(X), first)
+    np.testing.assert_array_equal(cls().fit(X).transform(X), first)
+    # the input is not modified in place
+    np.testing.assert_array_equal(X, anisotropic())
+    # a fitted method pickles (the cache may store it) and transforms identically afterwards
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(method)).transform(X), first)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_contract_nan_input(name: str, X: np.ndarray) -> None:
+    bad = X.copy()
+    bad[3, 4] = np.nan
+    with pytest.raises(MethodError, match="NaN"):
+        METHODS.get(name)().fit(bad)
+    with pytest.raises(MethodError, match="NaN"):
+        METHODS.get(name)().fit(X).transform(bad)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_contract_spec_round_trip(name: str) -> None:
+    method = METHODS.get(name)()
+    again, level = make_method(method.spec)
+    assert type(again) is type(method) and again.get_params() == method.get_params()
+    assert level == method.default_level
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "whiten-4",
+        "whiten-eps=0.00001",
+        "abtt-3",
+        "clip-3,5",
+        "clip-7",
+        "clip-min_fraction=0.2-min_z=4",
+        "cluster-pca-5-2-algorithm=gmm",
+        "cluster-pca-n_directions=3",
+        "flow-steps=5-lr=0.01",
+        "center",
+    ],
+)
+def test_spec_round_trip_with_parameters(spec: str) -> None:
+    method, _ = make_method(spec)
+    assert method.spec == spec
+    again, _ = make_method(method.spec)
+    assert again.get_params() == method.get_params()
+
+
+# ---- spec parsing ---------------------------------------------------------------------------------
+def test_spec_parsing() -> None:
+    method, level = make_method("whiten-256")
+    assert isinstance(method, Whiten) and method.n_components == 256 and level == "sentence"
+    assert make_method("abtt-7")[0].n_components == 7
+    method, level = make_method("cluster-pca-10-3")
+    assert (method.n_clusters, method.n_directions, level) == (10, 3, "token")
+    assert make_method("cluster-pca-algorithm=gmm")[0].algorithm == "gmm"
+    method, level = make_method("cluster-pca-level=sentence")
+    assert isinstance(method, ClusterPCA) and level == "sentence"
+    assert make_method("clip-dims=3,5")[0].dims == (3, 5)
+    assert make_method("clip-dims=3")[0].dims == (3,)
+    cls, params = parse_spec("flow-steps=10-level=token")
+    assert cls is Flow and params == {"steps": 10, "level": "token"}
+
+
+def test_spec_errors() -> None:
+    with pytest.raises(MethodError, match="Did you mean 'whiten'"):
+        make_method("whitening")
+    with pytest.raises(MethodError, match="Did you mean 'cluster-pca'"):
+        make_method("clustr-pca-3")
+    with pytest.raises(MethodError, match="has no parameter 'n_clusterz'.*n_clusters"):
+        make_method("cluster-pca-n_clusterz=3")
+    with pytest.raises(MethodError, match="n_components='abc' is not a valid value"):
+        make_method("whiten-abc")
+    with pytest.raises(MethodError, match="too many positional"):
+        make_method("abtt-3-4")
+    with pytest.raises(MethodError, match="level must be"):
+        make_method("whiten-level=word")
+
+
+# ---- raw / center ---------------------------------------------------------------------------------
+def test_raw_is_identity_and_center_is_zero_mean(X: np.ndarray) -> None:
+    np.testing.assert_array_equal(make_method("raw")[0].transform(X), X)  # no fit needed
+    out = make_method("center")[0].fit(X).transform(X)
+    np.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(out, X - X.mean(axis=0))
+
+
+# ---- whiten ---------------------------------------------------------------------------------------
+def test_whiten_gives_identity_covariance(X: np.ndarray) -> None:
+    out = Whiten().fit(X).transform(X)
+    np.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1e-10)
+    np.testing.assert_allclose(np.cov(out, rowvar=False), np.eye(D), atol=1e-6)
+
+
+def test_whiten_k_keeps_the_k_largest_variance_columns(X: np.ndarray) -> None:
+    full = Whiten().fit(X)
+    part = make_method("whiten-8")[0].fit(X)
+    out = part.transform(X)
+    assert out.shape == (N, 8) and part.n_components_ == 8
+    np.testing.assert_allclose(out, full.transform(X)[:, :8], atol=1e-10)
+    np.testing.assert_allclose(np.cov(out, rowvar=False), np.eye(8), atol=1e-6)
+    assert np.all(np.diff(full.eigenvalues_) <= 0)
+
+
+def test_whiten_refuses_a_singular_covariance(X: np.ndarray) -> None:
+    few = anisotropic(n=20)  # 20 vectors in 32-d: rank <= 19
+    with pytest.raises(MethodError, match=r"'whiten'.*singular.*whiten-19.*eps"):
+        Whiten().fit(few)
+    out = Whiten(n_components=19).fit(few).transform(few)  # k < n vectors: fine
+    np.testing.assert_allclose(np.cov(out, rowvar=False), np.eye(19), atol=1e-6)
+    assert np.isfinite(Whiten(eps=1e-3).fit(few).transform(few)).all()  # regularised: fine
+    dependent = anisotropic()
+    dependent[:, 1] = 2.0 * dependent[:, 0]  # rank 31 although n > d
+    with pytest.raises(MethodError, match="numerical rank 31"):
+        Whiten(n_components=32).fit(dependent)
+    pinv = Whiten().fit(dependent)  # the direction without variance carries nothing: whiten the rest
+    assert pinv.n_components_ == 31 and pinv.dropped_ == 1
+    np.testing.assert_allclose(np.cov(pinv.transform(dependent), rowvar=False), np.eye(31), atol=1e-6)
+    with pytest.raises(MethodError, match="between 1 and the dimension"):
+        Whiten(n_components=40).fit(X)
+
+
+# ---- abtt -----------------------------------------------------------------------------------------
+def test_abtt_removes_the_top_directions(X: np.ndarray) -> None:
+    method = Abtt(n_components=3).fit(X)
+    out = method.transform(X)
+    assert method.components_.shape == (3, D)
+    np.testing.assert_allclose(method.components_ @ method.components_.T, np.eye(3), atol=1e-12)
+    assert np.abs(out @ method.components_.T).max() < 1e-8
+    np.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1e-10)
+    # the removed directions are the top principal directions of the centred data
+    _, _, vt = np.linalg.svd(X - X.mean(axis=0), full_matrices=False)
+    np.testing.assert_allclose(np.abs(vt[:3] @ method.components_.T), np.eye(3), atol=1e-8)
+
+
+def test_abtt_default_is_d_over_100() -> None:
+    assert Abtt().fit(anisotropic(d=32)).n_components_ == 1
+    assert Abtt().fit(anisotropic(n=400, d=250)).n_components_ == 2  # round(2.5) -> 2
+    with pytest.raises(MethodError, match="n_components < dim"):
+        Abtt(n_components=32).fit(anisotropic())
+
+
+# ---- clip -----------------------------------------------------------------------------------------
+def planted(n: int = 300, d: int = 64) -> np.ndarray:
+    X = np.random.default_rng(0).normal(size=(n, d))
+    X[:, 7] -= 6.0
+    X[:, 41] += 6.0
+    return X
+
+
+def test_clip_finds_and_zeroes_planted_dimensions() -> None:
+    X = planted()
+    method = Clip().fit(X)
+    assert method.dims_ == (7, 41)
+    assert method.stats_.argmin_fraction[7] > 0.9 and method.stats_.argmax_fraction[41] > 0.9
+    out = method.transform(X)
+    assert not out[:, [7, 41]].any()
+    keep = [j for j in range(64) if j not in (7, 41)]
+    np.testing.assert_array_equal(out[:, keep], X[:, keep])
+
+
+def test_clip_explicit_dims_and_isotropic_data() -> None:
+    X = planted()
+    method, _ = make_method("clip-dims=3,5")
+    out = method.fit(X).transform(X)
+    assert method.dims_ == (3, 5) and method.stats_ is None
+    zeroed = np.flatnonzero(~out.any(axis=0))
+    assert zeroed.tolist() == [3, 5]
+    np.testing.assert_array_equal(np.delete(out, [3, 5], axis=1), np.delete(X, [3, 5], axis=1))
+    iso = np.random.default_rng(1).normal(size=(300, 64))
+    method = Clip().fit(iso)
+    assert method.dims_ == () and method.stats_ is not None  # nothing found: identity, recorded
+    np.testing.assert_array_equal(method.transform(iso), iso)
+    with pytest.raises(MethodError, match="out of range"):
+        Clip(dims=(64,)).fit(X)
+
+
+# ---- cluster-pca ----------------------------------------------------------------------------------
+def blobs(sizes: tuple[int, ...] = (120, 100, 80), d: int = 10, seed: int = 0) -> np.ndarray:
+    """Well-separated anisotropic clusters, each with its own dominant directions."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for i, size in enumerate(sizes):
+        centre = np.zeros(d)
+        centre[i % d] = 50.0
+        parts.append(centre + rng.normal(size=(size, d)) @ rng.normal(size=(d, d)))
+    return np.vstack(parts)
+
+
+@pytest.mark.parametrize("algorithm", ["kmeans", "gmm"])
+def test_cluster_pca_centres_each_cluster_and_removes_its_directions(algorithm: str) -> None:
+    X = blobs()
+    method = ClusterPCA(n_clusters=3, n_directions=2, algorithm=algorithm).fit(X)
+    assert sorted(method.cluster_sizes_.tolist()) == [80, 100, 120]
+    labels = method.predict(X)
+    out = method.transform(X)
+    for j in range(3):
+        members = out[labels == j]
+        np.testing.assert_allclose(members.mean(axis=0), 0.0, atol=1e-10)
+        assert np.abs(members @ method.components_[j].T).max() < 1e-8
+        # the removed directions were the cluster's top principal directions
+        raw = X[labels == j]
+        _, _, vt = np.linalg.svd(raw - raw.mean(axis=0), full_matrices=False)
+        np.testing.assert_allclose(np.abs(vt[:2] @ method.components_[j].T), np.eye(2), atol=1e-8)
+
+
+def test_cluster_pca_small_cluster_uses_fewer_directions() -> None:
+    X = blobs(sizes=(120, 100, 3))
+    method = ClusterPCA(n_clusters=3, n_directions=5).fit(X)
+    assert sorted(method.n_directions_.tolist()) == [2, 5, 5]  # 3 members span 2 directions
+    out = method.transform(X)
+    assert np.isfinite(out).all()
+
+
+def test_cluster_pca_errors() -> None:
+    X = blobs()
+    with pytest.raises(MethodError, match=r"cluster-pca-400.*400 clusters of 300 vectors"):
+        make_method("cluster-pca-400")[0].fit(X)
+    with pytest.raises(MethodError, match="n_directions=10 must be between 0 and dim - 1 = 9"):
+        ClusterPCA(n_clusters=3, n_directions=10).fit(X)
+    with pytest.raises(MethodError, match="unknown algorithm 'dbscan'"):
+        ClusterPCA(n_clusters=3, algorithm="dbscan").fit(X)
+
+
+# ---- flow -----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gaussian() -> np.ndarray:
+    """2000 draws of an 8-d Gaussian with a random covariance and offset."""
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(2000, 8)) @ rng.normal(size=(8, 8)) + 3.0 * rng.normal(size=8)
+
+
+@pytest.fixture(scope="module")
+def trained(gaussian: np.ndarray) -> Flow:
+    return Flow().fit(gaussian)
+
+
+def test_flow_training_raises_the_likelihood(gaussian: np.ndarray, trained: Flow) -> None:
+    before = Flow(steps=0).fit(gaussian).log_likelihood(gaussian)  # data-dependent init only
+    after = trained.log_likelihood(gaussian)
+    # the Gaussian MLE bounds what a linear map can reach; the flow should get there (within 0.1 nat)
+    Xc = gaussian - gaussian.mean(axis=0)
+    _, logdet = np.linalg.slogdet(Xc.T @ Xc / len(Xc))
+    gauss_mle = -0.5 * 8 * (1 + np.log(2 * np.pi)) - 0.5 * logdet
+    assert after > before + 1.0
+    assert after > gauss_mle - 0.1
+    assert trained.history_[-20:].mean() < trained.history_[:20].mean()
+
+
+def test_flow_inverts(gaussian: np.ndarray, trained: Flow) -> None:
+    assert np.abs(trained.inverse(trained.transform(gaussian)) - gaussian).max() < 1e-4
+    z = np.random.default_rng(5).normal(size=(10, 8))
+    assert np.abs(trained.transform(trained.inverse(z)) - z).max() < 1e-4
+
+
+def test_flow_maps_gaussian_data_to_a_standard_normal(gaussian: np.ndarray, trained: Flow) -> None:
+    z = trained.transform(gaussian)
+    # observed: |mean| <= 0.01, |cov - I| <= 0.02 (untrained init: |cov - I| about 1.3); the bounds
+    # leave room for platform differences, not for a flow that fails to decorrelate
+    assert np.abs(z.mean(axis=0)).max() < 0.05
+    assert np.abs(np.cov(z, rowvar=False) - np.eye(8)).max() < 0.08
+    assert np.abs(np.cov(Flow(steps=0).fit(gaussian).transform(gaussian), rowvar=False) - np.eye(8)).max() > 0.5
+
+
+def test_flow_leaves_the_global_torch_rng_alone(gaussian: np.ndarray) -> None:
+    torch = pytest.importorskip("torch")
+    state = torch.get_rng_state()
+    Flow(steps=3).fit(gaussian)
+    assert torch.equal(state, torch.get_rng_state())
+    assert not np.array_equal(
+        Flow(steps=3, seed=1).fit(gaussian).transform(gaussian), Flow(steps=3, seed=2).fit(gaussian).transform(gaussian)
+    )
+
+
+def test_flow_errors(gaussian: np.ndarray) -> None:
+    with pytest.raises(MethodError, match=r"'flow'.*more vectors than dimensions"):
+        Flow().fit(gaussian[:8])
+    with pytest.raises(MethodError, match="dim >= 2"):
+        Flow().fit(gaussian[:, :1])
+    constant = gaussian.copy()
+    constant[:, 2] = 1.0
+    with pytest.raises(MethodError, match=r"dimensions \[2\] are constant"):
+        Flow().fit(constant)
