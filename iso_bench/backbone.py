@@ -204,15 +204,16 @@ class Backbone:
         texts: Sequence[str],
         *,
         kinds: Sequence[str] = ("sentence",),
-        spans: Sequence[tuple[int, int]] | None = None,
+        spans: Sequence[Sequence[tuple[int, int]]] | None = None,
         batch_size: int = 32,
         progress: bool = True,
         desc: str = "encoding",
     ) -> dict[str, list[np.ndarray]]:
         """Encode ``texts`` once and return, per requested kind, one array per text (input order).
 
-        ``sentence`` and ``span`` arrays have shape ``(dim,)``; ``tokens`` arrays ``(n_tokens, dim)``.
-        ``spans`` (character ``(start, end)`` per text) is required for the ``span`` kind.
+        ``sentence`` arrays have shape ``(dim,)``; ``tokens`` arrays ``(n_tokens, dim)``; ``span`` arrays
+        ``(n_spans, dim)``, one row per character ``(start, end)`` span that ``spans`` gives for the text
+        (required for the ``span`` kind): a text with several target words is encoded once.
         """
         import torch
         from tqdm.auto import tqdm
@@ -221,7 +222,7 @@ class Backbone:
         if unknown:
             raise ValueError(f"unknown vector kinds {sorted(unknown)}; choose from {KINDS}")
         if "span" in kinds and (spans is None or len(spans) != len(texts)):
-            raise ValueError("the 'span' kind needs one (start, end) character span per text")
+            raise ValueError("the 'span' kind needs a list of (start, end) character spans per text")
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"text {i} is {type(text).__name__}, not str")
@@ -247,7 +248,7 @@ class Backbone:
         return out
 
     def _encode_batch(
-        self, texts: list[str], kinds: Sequence[str], spans: list[tuple[int, int]] | None
+        self, texts: list[str], kinds: Sequence[str], spans: list[Sequence[tuple[int, int]]] | None
     ) -> dict[str, list[np.ndarray]]:
         import torch
 
@@ -287,14 +288,17 @@ class Backbone:
         if "span" in kinds:
             assert spans is not None
             vectors = []
-            for b, (s, e) in enumerate(spans):
-                off = offsets[b]
-                sel = mask[b] & ~special[b] & (off[:, 0] < e) & (off[:, 1] > s)
-                if not bool(sel.any()):
-                    raise ValueError(
-                        f"span {s}:{e} ({texts[b][s:e]!r}) of text {texts[b][:60]!r} covers no token "
-                        f"(empty span, or cut off at max_length={self.max_length})"
-                    )
-                vectors.append(hidden[b][sel].mean(0).numpy().astype(np.float32))
+            for b, text_spans in enumerate(spans):
+                off, real = offsets[b], mask[b] & ~special[b]
+                rows = []
+                for s, e in text_spans:
+                    sel = real & (off[:, 0] < e) & (off[:, 1] > s)
+                    if not bool(sel.any()):
+                        raise ValueError(
+                            f"span {s}:{e} ({texts[b][s:e]!r}) of text {texts[b][:60]!r} covers no token "
+                            f"(empty span, or cut off at max_length={self.max_length})"
+                        )
+                    rows.append(hidden[b][sel].mean(0))
+                vectors.append(torch.stack(rows).numpy().astype(np.float32))
             result["span"] = vectors
         return result

@@ -156,7 +156,10 @@ class EmbeddingStore:
         return self._get("tokens", list(texts), None, desc)
 
     def spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], desc: str = "encoding") -> np.ndarray:
-        """The mean sub-token vector of each character span, shape ``(len(texts), dim)``."""
+        """The mean sub-token vector of each character span, shape ``(len(texts), dim)``.
+
+        ``texts[i]`` is the text that holds ``spans[i]``; a text that holds several spans is encoded once.
+        """
         vecs = self._get("span", list(texts), [tuple(s) for s in spans], desc)
         return np.stack(vecs) if vecs else np.zeros((0, self.backbone.dim), np.float32)
 
@@ -186,11 +189,14 @@ class EmbeddingStore:
         return [table[k] for k in keys]
 
     def _compute(self, kind: str, items: list[tuple[bytes, str, tuple[int, int] | None]], desc: str) -> None:
-        kinds = (kind,) if kind == "span" else tuple(dict.fromkeys((kind, *[k for k in self.kinds if k != "span"])))
+        if kind == "span":
+            self._compute_spans(items, desc)
+            return
+        kinds = tuple(dict.fromkeys((kind, *[k for k in self.kinds if k != "span"])))
         for start in range(0, len(items), FLUSH_EVERY):
             chunk = items[start : start + FLUSH_EVERY]
             texts = [t for _, t, _ in chunk]
-            spans = [s for _, _, s in chunk] if kind == "span" else None
+            spans = None
             n_chunks = -(-len(items) // FLUSH_EVERY)
             label = desc if n_chunks == 1 else f"{desc} {start // FLUSH_EVERY + 1}/{n_chunks}"
             out = self.backbone.encode(
@@ -205,4 +211,30 @@ class EmbeddingStore:
                 if self.folder is not None and fresh:
                     shard = self.folder / f"{k}-{uuid.uuid4().hex}.npz"
                     write_shard(shard, [a for a, _ in fresh], [b for _, b in fresh])
+            self.stats["computed"] += len(chunk)
+
+    def _compute_spans(self, items: list[tuple[bytes, str, tuple[int, int] | None]], desc: str) -> None:
+        """Encode each distinct text once for all of its spans, flushing to disk every FLUSH_EVERY texts."""
+        by_text: dict[str, list[tuple[bytes, tuple[int, int]]]] = {}
+        for key, text, span in items:
+            assert span is not None
+            by_text.setdefault(text, []).append((key, span))
+        texts = list(by_text)
+        n_chunks = -(-len(texts) // FLUSH_EVERY)
+        table = self._table("span")
+        for start in range(0, len(texts), FLUSH_EVERY):
+            chunk = texts[start : start + FLUSH_EVERY]
+            label = desc if n_chunks == 1 else f"{desc} {start // FLUSH_EVERY + 1}/{n_chunks}"
+            out = self.backbone.encode(
+                chunk, kinds=("span",), spans=[[s for _, s in by_text[t]] for t in chunk],
+                batch_size=self.batch_size, progress=self.progress, desc=label,
+            )
+            keys, rows = [], []
+            for text, matrix in zip(chunk, out["span"], strict=True):
+                for (key, _), row in zip(by_text[text], matrix, strict=True):
+                    table[key] = row
+                    keys.append(key)
+                    rows.append(row)
+            if self.folder is not None and keys:
+                write_shard(self.folder / f"span-{uuid.uuid4().hex}.npz", keys, rows)
             self.stats["computed"] += len(chunk)

@@ -1,8 +1,10 @@
 """Where datasets come from: their Hugging Face dataset repository, or a local mirror.
 
 A mirror is a folder laid out like the hub, ``<dir>/<org>/<name>/`` (for example
-``<dir>/mteb/stsbenchmark-sts/test.jsonl``). It is given with ``--data-dir`` or the environment
-variable ``ISO_BENCH_DATA_DIR`` and is used whenever it holds the task's repository. The source of
+``<dir>/mteb/stsbenchmark-sts/test.jsonl``), or holding such a folder as ``<dir>/hub/``. It is given
+with ``--data-dir`` or the environment variable ``ISO_BENCH_DATA_DIR`` and is used whenever it holds
+the task's repository. The same data directory holds the datasets that are not on the hub in their
+release layout (``<dir>/wic/WiC_dataset/``, ...): see :mod:`iso_bench.kinds.base`. The source of
 every dataset is recorded with the results: the hub repository and revision, or the mirror folder and
 a SHA-256 of its files.
 
@@ -77,9 +79,10 @@ def folder_checksum(folder: Path) -> str:
 def resolve_source(repo: str, revision: str | None, data_dir: str | Path | None = None) -> DataSource:
     """The mirror copy of ``repo`` when the mirror has it, else the hub repository."""
     root = mirror_dir(data_dir)
-    if root is not None and (root / repo).is_dir():
-        folder = (root / repo).resolve()
-        return DataSource(repo, revision, "mirror", str(folder), folder_checksum(folder))
+    for folder in (root / repo, root / "hub" / repo) if root is not None else ():
+        if folder.is_dir():
+            folder = folder.resolve()
+            return DataSource(repo, revision, "mirror", str(folder), folder_checksum(folder))
     return DataSource(repo, revision, "hub", repo)
 
 
@@ -93,11 +96,17 @@ def not_found_message(repo: str, revision: str | None, data_dir: str | Path | No
     )
 
 
-def use_source(task: Any, data_dir: str | Path | None = None) -> DataSource:
-    """Point an mteb task at its data source and load it; returns the source for the record.
+def use_source(task: Any, data_dir: str | Path | None = None) -> dict[str, Any]:
+    """Point a task at its data source and load it; returns the source record for the results.
 
-    Raises :class:`DataNotFoundError` naming both places when neither has the dataset.
+    mteb's tasks read a hub repository or its mirror copy; iso-bench's own tasks read their release
+    folder under the data directory. Raises :class:`DataNotFoundError` naming every place tried.
     """
+    if hasattr(task, "source_record"):  # an iso-bench task
+        if not task.data_loaded:
+            task.data_dir = data_dir
+            task.load_data()
+        return task.source_record()
     meta = task.metadata
     repo, revision = meta.dataset["path"], meta.dataset.get("revision")
     source = getattr(task, "_iso_bench_source", None)
@@ -114,7 +123,7 @@ def use_source(task: Any, data_dir: str | Path | None = None) -> DataSource:
             if source.kind == "mirror":
                 raise DataNotFoundError(f"cannot read the mirror copy of {repo!r} at {source.path}: {exc}") from exc
             raise DataNotFoundError(not_found_message(repo, revision, data_dir, exc)) from exc
-    return source
+    return source.to_dict()
 
 
 def get_task(name: str, data_dir: str | Path | None = None) -> Any:

@@ -131,33 +131,37 @@ class _Variant:
         record = {"fit_corpus": "file", "path": str(Path(self.fit_corpus).expanduser().resolve())}
         return f"file:{self.fit_corpus}", texts, record
 
-    def fitted_method(self, task_name: str | None) -> Method:
-        """The method fitted on the corpus that applies to ``task_name`` (fitted once, then reused)."""
+    def fitted_method(self, task_name: str | None, level: str | None = None) -> Method:
+        """The method fitted on the corpus that applies to ``task_name``, on vectors of ``level``
+        (default: the variant's own level); fitted once per corpus and level, then reused."""
+        level = level or self.level
         if not type(self._prototype).fitted:
             self.fit_records.setdefault(task_name or "", {"fit_corpus": None})
             return self._prototype
-        key, texts, record = self._corpus(task_name)
+        corpus, texts, record = self._corpus(task_name)
+        key = f"{corpus}@{level}"
         if key not in self._fitted:
-            X = self._fit_matrix(texts)
+            X = self._fit_matrix(texts, level)
             method = self._new_method(self.method_spec)[0]
             try:
                 method.fit(X)
             except MethodError as exc:
-                where = f"fit corpus {key}: {len(texts)} texts, {len(X)} {self.level} vectors"
+                where = f"fit corpus {corpus}: {len(texts)} texts, {len(X)} {level} vectors"
                 raise MethodError(f"{exc} ({where})") from exc
             self._fitted[key] = method
-            record.update(n_texts=len(texts), n_vectors=int(len(X)), texts_sha256=texts_digest(texts),
-                          level=self.level, seed=self.seed)
+            fit = {"level": level, "n_vectors": int(len(X))}
             learned = _learned_summary(method)
             if learned:
-                record["learned"] = learned
-            self.fit_records[key] = record
+                fit["learned"] = learned
+            entry = self.fit_records.setdefault(corpus, {
+                **record, "n_texts": len(texts), "texts_sha256": texts_digest(texts), "seed": self.seed, "fits": []})
+            entry["fits"].append(fit)
         if task_name is not None:
-            self.fit_records[task_name] = self.fit_records[key]
+            self.fit_records[task_name] = self.fit_records[corpus]
         return self._fitted[key]
 
-    def _fit_matrix(self, texts: list[str]) -> np.ndarray:
-        if self.level == "sentence":
+    def _fit_matrix(self, texts: list[str], level: str) -> np.ndarray:
+        if level == "sentence":
             return self.store.sentences(texts, desc="fit corpus")
         toks = self.store.tokens(texts, desc="fit corpus")
         return np.concatenate([t for t in toks if len(t)], axis=0)
@@ -179,6 +183,18 @@ class _Variant:
         if getattr(self.store.backbone.extraction, "normalize", False):
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return pooled.astype(np.float32)
+
+    def word_vectors(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], task_name: str | None) -> np.ndarray:
+        """Post-processed vectors of target words: the sub-token mean of each character span in its
+        text, transformed by the method fitted on token vectors (word-level tasks are token-level)."""
+        method = self.fitted_method(task_name, "token")
+        return method.transform(self.store.spans(texts, spans)).astype(np.float32)
+
+    def token_vectors(self, texts: Sequence[str], task_name: str | None) -> np.ndarray:
+        """Post-processed token vectors of ``texts`` (special tokens excluded), all rows stacked."""
+        method = self.fitted_method(task_name, "token")
+        toks = [t for t in self.store.tokens(texts) if len(t)]
+        return method.transform(np.concatenate(toks, axis=0)).astype(np.float32)
 
 
 class VariantEncoder(_Variant, AbsEncoder):

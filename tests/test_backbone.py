@@ -57,17 +57,19 @@ def test_span_is_mean_of_its_subtokens(tiny_backbone: Backbone) -> None:
     text = "the cat was unbelievable !"
     start = text.index("unbelievable")
     span = (start, start + len("unbelievable"))
-    vec = tiny_backbone.encode([text, "a dog"], kinds=("span",), spans=[span, (2, 5)], progress=False)["span"][0]
+    out = tiny_backbone.encode([text, "a dog"], kinds=("span",), spans=[[span, (4, 7)], [(2, 5)]], progress=False)
+    assert [m.shape for m in out["span"]] == [(2, 16), (1, 16)]
     states, enc = hidden_states(tiny_backbone, text)
     pieces = tiny_backbone.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
     idx = [i for i, p in enumerate(pieces) if p in ("un", "##believ", "##able")]
     assert len(idx) == 3  # the word is split into three sub-tokens
-    np.testing.assert_allclose(vec, states[-1][0, idx].mean(0).numpy(), atol=1e-5)
+    np.testing.assert_allclose(out["span"][0][0], states[-1][0, idx].mean(0).numpy(), atol=1e-5)
+    np.testing.assert_allclose(out["span"][0][1], states[-1][0, pieces.index("cat")].numpy(), atol=1e-5)
 
 
 def test_empty_span_is_an_error(tiny_backbone: Backbone) -> None:
     with pytest.raises(ValueError, match="covers no token"):
-        tiny_backbone.encode(["a dog"], kinds=("span",), spans=[(1, 2)], progress=False)
+        tiny_backbone.encode(["a dog"], kinds=("span",), spans=[[(1, 2)]], progress=False)
 
 
 def test_bad_layer_and_model_give_clear_errors(tiny_bert_dir) -> None:

@@ -28,7 +28,7 @@ class CountingBackbone:
         if "tokens" in kinds:
             out["tokens"] = [np.full((len(t.split()), 3), len(t), np.float32) for t in texts]
         if "span" in kinds:
-            out["span"] = [np.array([s, e, 0], np.float32) for s, e in spans]
+            out["span"] = [np.array([[s, e, 0] for s, e in text_spans], np.float32) for text_spans in spans]
         return out
 
 
@@ -57,8 +57,11 @@ def test_disk_cache_survives_a_new_store(tmp_path) -> None:
 def test_spans_are_keyed_by_text_and_span(tmp_path) -> None:
     bb = CountingBackbone()
     store = EmbeddingStore(bb, tmp_path, progress=False)
-    V = store.spans(["a b", "a b"], [(0, 1), (2, 3)])
-    np.testing.assert_array_equal(V[:, :2], [[0, 1], [2, 3]])
+    V = store.spans(["a b", "a b", "c"], [(0, 1), (2, 3), (0, 1)])
+    np.testing.assert_array_equal(V[:, :2], [[0, 1], [2, 3], [0, 1]])
+    assert bb.encoded == ["a b", "c"]  # a text with two spans is encoded once
+    again = EmbeddingStore(CountingBackbone(), tmp_path, progress=False)
+    np.testing.assert_array_equal(again.spans(["a b"], [(2, 3)]), V[1:2])
     assert text_key("a b", (0, 1)) != text_key("a b", (2, 3)) != text_key("a b")
 
 

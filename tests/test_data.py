@@ -32,11 +32,17 @@ def test_mirror_is_used_and_checksummed(tmp_path: Path) -> None:
     (tmp_path / "org" / "ds" / "test.jsonl").write_text('{"a": 1}\n')
     task = FakeTask("org/ds")
     source = use_source(task, tmp_path)
-    assert source.kind == "mirror" and task.loaded_from == str((tmp_path / "org" / "ds").resolve())
-    first = source.checksum
+    assert source["source"] == "mirror" and task.loaded_from == str((tmp_path / "org" / "ds").resolve())
+    first = source["sha256"]
     (tmp_path / "org" / "ds2").mkdir()
     (tmp_path / "org" / "ds2" / "test.jsonl").write_text('{"a": 2}\n')
     assert resolve_source("org/ds2", None, tmp_path).checksum != first
+
+
+def test_mirror_may_hold_the_repositories_under_hub(tmp_path: Path) -> None:
+    (tmp_path / "hub" / "org" / "ds").mkdir(parents=True)
+    source = resolve_source("org/ds", None, tmp_path)
+    assert source.kind == "mirror" and source.path == str((tmp_path / "hub" / "org" / "ds").resolve())
 
 
 def test_missing_everywhere_names_both_places(tmp_path: Path) -> None:

@@ -53,7 +53,8 @@ def test_results_are_readable_by_mteb_and_carry_provenance(cli_run) -> None:
     # the unlabeled texts of STS-B test: both sides of 1,379 pairs, deduplicated
     assert 2000 < fit["n_texts"] < 2 * 1379 and len(fit["texts_sha256"]) == 64
     record = _entry(results, "cluster-pca")["iso_bench"]
-    assert record["variant"]["level"] == "token" and record["fit"]["n_vectors"] > 10 * record["fit"]["n_texts"]
+    assert record["variant"]["level"] == "token" and record["fit"]["fits"][0]["level"] == "token"
+    assert record["fit"]["fits"][0]["n_vectors"] > 10 * record["fit"]["n_texts"]
     assert record["data"]["source"] == "mirror" and len(record["data"]["sha256"]) == 64
     assert record["revision"] == "8b3219a92973c328a8e22fadcfa821b5dc75636a"
 

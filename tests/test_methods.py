@@ -333,7 +333,18 @@ def test_flow_errors(gaussian: np.ndarray) -> None:
         Flow().fit(gaussian[:8])
     with pytest.raises(MethodError, match="dim >= 2"):
         Flow().fit(gaussian[:, :1])
+    one_varies = np.ones_like(gaussian)
+    one_varies[:, 0] = gaussian[:, 0]
+    with pytest.raises(MethodError, match="only 1 of 8 dimensions vary"):
+        Flow().fit(one_varies)
+
+
+def test_flow_models_the_varying_dimensions_and_zeroes_constant_ones(gaussian: np.ndarray) -> None:
     constant = gaussian.copy()
-    constant[:, 2] = 1.0
-    with pytest.raises(MethodError, match=r"dimensions \[2\] are constant"):
-        Flow().fit(constant)
+    constant[:, 2] = 1.0  # a dead coordinate, as all-MiniLM-L6-v2 has
+    flow = Flow(steps=30).fit(constant)
+    Z = flow.transform(constant)
+    assert flow.constant_dims_ == (2,) and np.all(Z[:, 2] == 0)
+    assert np.abs(flow.inverse(Z) - constant).max() < 1e-8
+    rest = Flow(steps=30).fit(np.delete(constant, 2, axis=1)).transform(np.delete(constant, 2, axis=1))
+    np.testing.assert_allclose(np.delete(Z, 2, axis=1), rest, atol=1e-10)

@@ -78,9 +78,12 @@ class Flow(Method):
         seed: seeds the initialisation and the batch order; fitting is deterministic on CPU.
 
     Needs more vectors than dimensions (fewer lie in a subspace, where the likelihood is unbounded)
-    and dim >= 2 (the coupling splits the coordinates).
+    and dim >= 2 (the coupling splits the coordinates). Dimensions that are constant in the fit corpus
+    (all-MiniLM-L6-v2 has such dead coordinates) hold no information: the flow models the others and
+    maps the constant ones to 0 (``constant_dims_``).
 
-    Learned state: ``mean_``, ``scale_`` (standardisation), ``blocks_`` (list of dicts of float64
+    Learned state: ``mean_``, ``scale_`` (standardisation), ``active_`` / ``constant_dims_`` (the
+    modelled and the constant dimensions), ``blocks_`` (list of dicts of float64
     arrays), ``history_`` (training loss per step: negative log-likelihood per dimension of the
     standardised batch), ``dim_``.
 
@@ -135,43 +138,56 @@ class Flow(Method):
         self._validate(n, d)
         mean, scale = X.mean(axis=0), X.std(axis=0)
         const = scale <= 1e-12 * max(float(np.abs(X).max()), 1e-300)
-        if const.any():
+        active = np.flatnonzero(~const)
+        if len(active) < 2 or n <= len(active):
             raise MethodError(
-                f"method {self.spec!r}: dimensions {np.flatnonzero(const)[:10].tolist()} are constant in the "
-                "fit corpus, a distribution a flow cannot model; drop them first (clip-dims=...) "
+                f"method {self.spec!r}: only {len(active)} of {d} dimensions vary in the fit corpus; "
+                "a flow needs at least 2 and fewer than the number of vectors"
             )
         import torch
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            blocks, history = _train(torch, (X - mean) / scale, self)
+            blocks, history = _train(torch, (X[:, active] - mean[active]) / scale[active], self)
         self.dim_ = d
         self.mean_ = mean
-        self.scale_ = scale
+        self.scale_ = np.where(const, 1.0, scale)
+        self.active_ = active
+        self.constant_dims_ = tuple(int(i) for i in np.flatnonzero(const))
         self.blocks_ = blocks
         self.history_ = np.asarray(history)
         return self
 
     # ---- applying ---------------------------------------------------------------------------------
     def transform(self, X: np.ndarray) -> np.ndarray:
-        """The latent z = f(x), float64, shape ``(n, dim)``."""
+        """The latent z = f(x), float64, shape ``(n, dim)``; dimensions that were constant in the fit
+        corpus carry no information and map to 0."""
         self._check_fitted()
         X = self._check_input(X, fitting=False)
-        z, _ = _forward(self.blocks_, (X - self.mean_) / self.scale_, np)
-        return z
+        Z = np.zeros_like(X)
+        Z[:, self.active_], _ = _forward(self.blocks_, self._standardise(X), np)
+        return Z
 
     def inverse(self, Z: np.ndarray) -> np.ndarray:
-        """x = f^-1(z), float64, shape ``(n, dim)``: ``inverse(transform(X))`` recovers ``X``."""
+        """x = f^-1(z), float64, shape ``(n, dim)``: ``inverse(transform(X))`` recovers ``X`` (constant
+        dimensions come back as their fit-corpus value)."""
         self._check_fitted()
         Z = self._check_input(Z, fitting=False)
-        return _inverse(self.blocks_, Z) * self.scale_ + self.mean_
+        X = np.tile(self.mean_, (len(Z), 1))
+        X[:, self.active_] += _inverse(self.blocks_, Z[:, self.active_]) * self.scale_[self.active_]
+        return X
 
     def log_likelihood(self, X: np.ndarray) -> float:
-        """Mean log-density of the vectors under the flow, in nats per vector (original coordinates)."""
+        """Mean log-density of the vectors under the flow, in nats per vector (original coordinates of
+        the dimensions that vary in the fit corpus)."""
         self._check_fitted()
         X = self._check_input(X, fitting=False)
-        z, logdet = _forward(self.blocks_, (X - self.mean_) / self.scale_, np)
-        return float(np.mean(_log_normal(z) + logdet) - np.log(self.scale_).sum())
+        z, logdet = _forward(self.blocks_, self._standardise(X), np)
+        return float(np.mean(_log_normal(z) + logdet) - np.log(self.scale_[self.active_]).sum())
+
+    def _standardise(self, X: np.ndarray) -> np.ndarray:
+        a = self.active_
+        return (X[:, a] - self.mean_[a]) / self.scale_[a]
 
 
 def _train(torch: Any, X: np.ndarray, cfg: Flow) -> tuple[list[dict[str, np.ndarray]], list[float]]:
