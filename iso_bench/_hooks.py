@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-TARGET = "mteb.models.model_implementations"
+MODELS = "mteb.models.model_implementations"
+TASKS = "mteb.get_tasks"
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -49,11 +50,18 @@ def when_imported(name: str, callback: Callable[[], None]) -> None:
         sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
-def _register() -> None:
+def _register_models() -> None:
     from iso_bench.mteb_plugin import register_known
 
     register_known()
 
 
+def _register_tasks() -> None:
+    from iso_bench.mteb_plugin import register_tasks
+
+    register_tasks()
+
+
 def install() -> None:
-    when_imported(TARGET, _register)
+    when_imported(MODELS, _register_models)
+    when_imported(TASKS, _register_tasks)

@@ -213,7 +213,8 @@ class Backbone:
 
         ``sentence`` arrays have shape ``(dim,)``; ``tokens`` arrays ``(n_tokens, dim)``; ``span`` arrays
         ``(n_spans, dim)``, one row per character ``(start, end)`` span that ``spans`` gives for the text
-        (required for the ``span`` kind): a text with several target words is encoded once.
+        (required for the ``span`` kind): a text with several target words is encoded once. A span that
+        lies beyond ``max_length`` tokens gets a row of NaN, which callers must count and handle.
         """
         import torch
         from tqdm.auto import tqdm
@@ -290,9 +291,15 @@ class Backbone:
             vectors = []
             for b, text_spans in enumerate(spans):
                 off, real = offsets[b], mask[b] & ~special[b]
+                kept_end = int(off[real][:, 1].max()) if bool(real.any()) else 0
+                truncated = kept_end < len(texts[b].rstrip())
                 rows = []
                 for s, e in text_spans:
                     sel = real & (off[:, 0] < e) & (off[:, 1] > s)
+                    if truncated and s >= kept_end:
+                        # the span lies beyond max_length: no vector, marked NaN for the caller to count
+                        rows.append(torch.full((hidden.shape[-1],), float("nan")))
+                        continue
                     if not bool(sel.any()):
                         raise ValueError(
                             f"span {s}:{e} ({texts[b][s:e]!r}) of text {texts[b][:60]!r} covers no token "

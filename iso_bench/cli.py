@@ -57,13 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (off by default)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
-    sub.add_parser("list", help="list methods, suites and tasks")
+    sub.add_parser("list", help="list methods, suites and tasks with their sizes")
     return parser
 
 
 def cmd_list() -> int:
     from iso_bench.methods import METHODS
-    from iso_bench.suites import SUITES
+    from iso_bench.suites import suites
 
     print("methods (spec: name[-positional...][-key=value...]):")
     for name in METHODS:
@@ -72,10 +72,30 @@ def cmd_list() -> int:
         params = ", ".join(f"{k}={v}" for k, v in cls.param_defaults().items()) or "no parameters"
         positional = f" positional: {', '.join(cls.spec_args)};" if cls.spec_args else ""
         print(f"  {name:<12} {doc}\n  {'':<12} level={cls.default_level};{positional} {params}")
-    print("\nsuites:")
-    for name in SUITES:
-        print(f"  {name:<12} {' '.join(SUITES.get(name))}")
+    print("\nsuites (--tasks takes suite or task names):")
+    groups = suites()
+    for name, members in groups.items():
+        if name != "all":
+            print(f"  {name:<12} {' '.join(members)}")
+    print(f"  {'all':<12} every task above")
+    print("\ntasks:")
+    for name in groups["all"]:
+        kind, size = _task_summary(name)
+        print(f"  {name:<22} {kind:<16} {size}")
     return 0
+
+
+def _task_summary(name: str) -> tuple[str, str]:
+    """(kind, size) of a task for ``iso-bench list``, read from metadata without loading data."""
+    import mteb
+
+    task = mteb.get_task(name)
+    note = getattr(task, "size_note", "")
+    if note:
+        return getattr(task, "kind", task.metadata.type), note
+    stats = task.metadata.descriptive_stats or {}
+    sizes = [f"{stats[s]['num_samples']:,} {s} pairs" for s in task.metadata.eval_splits if s in stats]
+    return f"mteb {task.metadata.type}", ", ".join(sizes)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

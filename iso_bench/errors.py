@@ -7,6 +7,9 @@ from iso_bench.cache import CacheCorruptError
 from iso_bench.data import DataNotFoundError
 from iso_bench.methods.base import MethodError
 from iso_bench.registry import UnknownNameError
+from iso_bench.senteval import STSFormatError
+from iso_bench.wic import WiCFormatError
+from iso_bench.wsd_data import WSDDataError
 
 USER_ERRORS: tuple[type[BaseException], ...] = (
     BackboneError,
@@ -15,4 +18,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     MethodError,
     UnknownNameError,
     FileNotFoundError,
+    STSFormatError,
+    WiCFormatError,
+    WSDDataError,
 )

@@ -123,3 +123,22 @@ def register_known() -> None:
     """Register the default variants of every model in :data:`KNOWN_MODELS`."""
     for model_id in KNOWN_MODELS:
         register_model(model_id)
+
+
+def register_tasks() -> None:
+    """Add iso-bench's tasks to mteb's task registry, so that ``mteb.get_task("WiC")`` and mteb's result
+    tools know them."""
+    import sys
+
+    kinds = sys.modules.get("iso_bench.kinds")
+    if kinds is not None and not hasattr(kinds, "load_all"):
+        return  # iso_bench.kinds is importing mteb right now; it registers the tasks when it is done
+    from iso_bench.kinds import TASKS, load_all
+
+    load_all()
+    module = sys.modules["mteb.get_tasks"]
+    for name in TASKS:
+        cls = TASKS.get(name)
+        if name not in module._TASKS_REGISTRY:
+            module._TASKS_REGISTRY[name] = cls
+            module.TASK_LIST = (*module.TASK_LIST, cls)

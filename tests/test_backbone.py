@@ -94,3 +94,10 @@ def test_default_extraction_reads_sentence_transformers_config(tmp_path) -> None
     (tmp_path / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
     assert default_extraction(str(tmp_path)) == Extraction(pooling="cls", normalize=True, max_length=128)
     assert default_extraction(str(tmp_path / "missing")) == Extraction()
+
+
+def test_span_beyond_max_length_is_nan(tiny_backbone: Backbone) -> None:
+    short = tiny_backbone.with_extraction(Extraction(max_length=5))  # [CLS] + 3 words + [SEP]
+    text = "the cat sat on the mat"
+    out = short.encode([text], kinds=("span",), spans=[[(4, 7), (19, 22)]], progress=False)["span"][0]
+    assert np.isfinite(out[0]).all() and np.isnan(out[1]).all()

@@ -24,15 +24,15 @@ def cli_run(tmp_path_factory, hub_mirror, minilm_backbone):
 
     results = tmp_path_factory.mktemp("results")
     cache = tmp_path_factory.mktemp("cache")
-    args = ["run", "--methods", "raw", "whiten-256", "cluster-pca", "--tasks", "STSBenchmark",
+    args = ["run", "--methods", "raw", "whiten-256", "cluster-pca", "--tasks", "STSBenchmark", "isotropy",
             "--results", str(results), "--cache-dir", str(cache), "--data-dir", str(hub_mirror), "--no-progress"]
     assert main(args) == 0
     return results, cache, args
 
 
-def _entry(results, variant: str) -> dict:
+def _entry(results, variant: str, task: str = "STSBenchmark") -> dict:
     folder = results / "results" / (MINILM.replace("/", "__") + "+" + variant)
-    (path,) = folder.glob("*/STSBenchmark.json")
+    (path,) = folder.glob(f"*/{task}.json")
     return json.loads(path.read_text())["scores"]["test"][0]
 
 
@@ -80,3 +80,16 @@ def test_mteb_get_model_gives_the_runner_number(cli_run, hub_mirror) -> None:
     assert isinstance(model, VariantEncoder)
     result = mteb.evaluate(model, get_task("STSBenchmark", hub_mirror), cache=None, show_progress_bar=False)
     assert result.task_results[0].get_score() == pytest.approx(_entry(results, "whiten-256")["main_score"], abs=1e-6)
+
+
+def test_isotropy_task_measures_the_variant(cli_run) -> None:
+    results, _, _ = cli_run
+    raw = _entry(results, "raw", "Isotropy-STSB")
+    white = _entry(results, "whiten-256", "Isotropy-STSB")
+    # whitened fit vectors have identity covariance: every direction carries 1/256 of the variance,
+    # so IsoScore is 1 and the first principal component holds 1/256 of it
+    assert white["sentence_isoscore"] == pytest.approx(1.0, abs=1e-6)
+    assert white["sentence_pc1_variance_ratio"] == pytest.approx(1 / 256, abs=1e-6)  # mteb rounds to 6 places
+    assert raw["main_score"] == raw["sentence_iw"] and 0 < raw["sentence_iw"] < 1
+    assert raw["n_sentences"] == 2552 and raw["n_tokens"] > 10 * raw["n_sentences"]
+    assert white["iso_bench"]["fit"]["task"] == "Isotropy-STSB"

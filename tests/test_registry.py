@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from iso_bench.registry import Registry, UnknownNameError
-from iso_bench.suites import SUITES, expand_tasks
+from iso_bench.suites import MTEB_STS, expand_tasks, suites
 
 
 def test_duplicate_name_is_an_error() -> None:
@@ -24,4 +24,14 @@ def test_unknown_name_suggests_close_matches() -> None:
 def test_suites_expand_without_repeats() -> None:
     assert expand_tasks(["STSBenchmark", "mteb-sts"]) == [
         "STSBenchmark", "STS12", "STS13", "STS14", "STS15", "STS16", "SICK-R"]
-    assert len(SUITES.get("mteb-sts")) == 7
+    assert len(MTEB_STS) == 7
+
+
+def test_every_task_is_in_all_and_in_its_suite() -> None:
+    from iso_bench.kinds import TASKS
+
+    groups = suites()
+    assert set(groups["all"]) == set(MTEB_STS) | set(TASKS)
+    for name in TASKS:
+        assert name in groups[TASKS.get(name).suite]
+    assert expand_tasks(["isotropy"]) == list(groups["isotropy"]) and groups["isotropy"]

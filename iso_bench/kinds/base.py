@@ -42,12 +42,14 @@ class RawSource:
 
     ``path`` is the folder relative to the data directory (``--data-dir`` / ``$ISO_BENCH_DATA_DIR``);
     ``url`` the public archive that, unpacked, holds ``path`` relative to the download folder;
-    ``version`` names the release (it becomes the result files' ``dataset_revision``).
+    ``version`` names the release (it becomes the result files' ``dataset_revision``); the archive is
+    unpacked into ``<download folder>/<archive_dir>`` and must then hold ``path``.
     """
 
     path: str
     url: str
     version: str
+    archive_dir: str = ""  # where, under the download folder, the archive is unpacked
 
     def download_root(self) -> Path:
         env = os.environ.get(DOWNLOAD_ENV)
@@ -63,7 +65,7 @@ class RawSource:
         if cached.is_dir():
             return cached.resolve()
         try:
-            fetch_archive(self.url, self.download_root())
+            fetch_archive(self.url, self.download_root() / self.archive_dir)
         except Exception as exc:  # noqa: BLE001 - every failure means "not there"
             where = f"{root / self.path}" if root else f"a data directory (none given: --data-dir or {DATA_DIR_ENV})"
             raise DataNotFoundError(
@@ -127,6 +129,7 @@ class IsoTask(AbsTask):
 
     source: ClassVar[RawSource]
     kind: ClassVar[str] = ""
+    suite: ClassVar[str] = ""  # the suite the task belongs to (see iso_bench.suites)
     size_note: ClassVar[str] = ""  # what ``iso-bench list`` says about the size, e.g. "1,400 test pairs"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -1,0 +1,85 @@
+"""The word-sense-disambiguation kind (Raganato et al. 2017 framework): 1-nearest-neighbour on SemCor
+sense centroids, WordNet first sense where no candidate has a centroid, F1 as the official scorer.
+
+Vectors are the target words' vectors (sub-token mean of each instance's span), post-processed by the
+variant at token level: its method is fitted on the token vectors of the evaluation sentences (the
+task's unlabeled texts), then applied to SemCor and test vectors alike. SemCor's vectors are cached
+like every other encode. Without a model (``first_sense_scores``) the same code gives the first-sense
+baseline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from iso_bench.data import folder_checksum
+from iso_bench.kinds.base import IsoTask, RawSource, require_variant
+from iso_bench.wsd import SenseCentroids, evaluate
+from iso_bench.wsd_data import WordNetSenses, framework_paths, load_corpus
+
+
+class WSDTask(IsoTask):
+    """1-NN WSD on a framework evaluation set with SemCor centroids. Main score: F1 on ``test_set``."""
+
+    kind = "wsd"
+    wordnet_source: ClassVar[RawSource]
+    test_set: ClassVar[str] = "ALL"
+
+    def read(self, folder: Path) -> dict[str, Any]:
+        self.wordnet_folder = self.wordnet_source.locate(self.data_dir)
+        wordnet = WordNetSenses.from_index(self.wordnet_folder)
+        test = load_corpus(*framework_paths(folder, self.test_set), wordnet=wordnet)
+        # SemCor writes multiword forms with underscores; spaces let the tokenizer see words
+        train = load_corpus(*framework_paths(folder, "semcor"), wordnet=wordnet, underscores_as_spaces=True)
+        return {"test": test, "train": train, "wordnet": wordnet}
+
+    def source_record(self) -> dict[str, Any]:
+        record = super().source_record()
+        record["wordnet"] = {"path": str(self.wordnet_folder), "sha256": folder_checksum(self.wordnet_folder),
+                             "revision": self.wordnet_source.version}
+        return record
+
+    def fit_texts(self) -> list[str]:
+        self.load_data()
+        return list(self.dataset["test"].sentences.values())
+
+    def score(self, model: Any, split: str, encode_kwargs: dict[str, Any]) -> dict[str, Any]:
+        variant = require_variant(model, self.metadata.name)
+        name = self.metadata.name
+        train, test = self.dataset["train"], self.dataset["test"]
+        train_X = variant.word_vectors(*_texts_and_spans(train), name)
+        keep = np.isfinite(train_X).all(axis=1)  # spans beyond max_length have no vector
+        train_keys = [k for k, ok in zip(train.gold_keys(), keep, strict=True) if ok]
+        centroids = SenseCentroids.fit(train_X[keep], train_keys)
+        test_X = variant.word_vectors(*_texts_and_spans(test), name)
+        if not np.isfinite(test_X).all():
+            raise ValueError(f"{name}: {int((~np.isfinite(test_X).all(axis=1)).sum())} test instances lie beyond "
+                             "the model's max_length; use a model with a longer max_length to score every instance")
+        return _scores(evaluate(test, self.dataset["wordnet"], test_X, centroids),
+                       n_train=int(keep.sum()), n_train_truncated=int((~keep).sum()), n_senses=len(centroids.keys))
+
+    def first_sense_scores(self) -> dict[str, Any]:
+        """The WordNet first-sense baseline through the same code, without vectors."""
+        self.load_data()
+        return _scores(evaluate(self.dataset["test"], self.dataset["wordnet"]))
+
+
+def _texts_and_spans(corpus: Any) -> tuple[list[str], list[tuple[int, int]]]:
+    texts = [corpus.sentences[i.sentence_id] for i in corpus.instances]
+    return texts, [(i.start, i.end) for i in corpus.instances]
+
+
+def _scores(result: Any, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for dataset, score in result.scores.items():
+        suffix = "" if dataset == "ALL" else f"_{dataset}"
+        out[f"f1{suffix}"] = score.f1 / 100
+        if dataset == "ALL":
+            out["precision"], out["recall"] = score.precision / 100, score.recall / 100
+    out["first_sense_fallbacks"] = result.predictions.fallbacks
+    out["unanswered"] = result.predictions.unanswered
+    out.update(extra)
+    return out
