@@ -106,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         results_dir=args.results, data_dir=args.data_dir, cache_dir=args.cache_dir, device=args.device,
         batch_size=args.batch_size, fit_corpus=args.fit_corpus, seed=args.seed, pooling=args.pooling,
         layer=args.layer, overwrite=args.overwrite, progress=not args.no_progress,
-        trust_remote_code=args.trust_remote_code,
+        trust_remote_code=args.trust_remote_code, command=_reproduce_command(args),
     )
     summary = run(cfg)
     print(f"\n{summary.model} @ {summary.revision}: main score x 100 (cosine Spearman for STS)")
@@ -121,6 +121,22 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"  {variant} on {task}: {message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _reproduce_command(args: argparse.Namespace) -> str:
+    """The ``iso-bench run`` command line that reproduces these numbers (paths and speed flags left out)."""
+    import shlex
+
+    parts = ["iso-bench", "run", "--model", args.model]
+    if args.revision:
+        parts += ["--revision", args.revision]
+    parts += ["--methods", *args.methods, "--tasks", *args.tasks]
+    defaults = {"--fit-corpus": "task", "--seed": 0, "--pooling": None, "--layer": None}
+    given = {"--fit-corpus": args.fit_corpus, "--seed": args.seed, "--pooling": args.pooling, "--layer": args.layer}
+    for flag, value in given.items():
+        if value != defaults[flag]:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -188,7 +188,14 @@ class _Variant:
         """Post-processed vectors of target words: the sub-token mean of each character span in its
         text, transformed by the method fitted on token vectors (word-level tasks are token-level)."""
         method = self.fitted_method(task_name, "token")
-        return method.transform(self.store.spans(texts, spans)).astype(np.float32)
+        X = self.store.spans(texts, spans)
+        ok = np.isfinite(X).all(axis=1)  # spans beyond max_length stay NaN for the task to count
+        if not ok.any():
+            raise ValueError(f"{task_name}: no target word lies within the model's max_length")
+        Z = method.transform(X[ok])
+        out = np.full((len(X), Z.shape[1]), np.nan, np.float32)
+        out[ok] = Z
+        return out
 
     def token_vectors(self, texts: Sequence[str], task_name: str | None) -> np.ndarray:
         """Post-processed token vectors of ``texts`` (special tokens excluded), all rows stacked."""

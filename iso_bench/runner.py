@@ -52,6 +52,7 @@ class RunConfig:
     overwrite: bool = False
     progress: bool = True
     trust_remote_code: bool = False
+    command: str | None = None  # the command line that reproduces the run, recorded with the results
 
 
 @dataclass
@@ -149,7 +150,9 @@ def _run(cfg: RunConfig) -> RunSummary:
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
 
     backbone = build_backbone(cfg)
-    kinds = ("sentence", "tokens") if "token" in levels else ("sentence",)
+    # token vectors come from the same forward pass when any variant or task will need them
+    needs_tokens = "token" in levels or any(getattr(t, "needs_tokens", False) for t in tasks)
+    kinds = ("sentence", "tokens") if needs_tokens else ("sentence",)
     store = EmbeddingStore(backbone, cfg.cache_dir or default_cache_dir(), kinds=kinds,
                            batch_size=cfg.batch_size, progress=cfg.progress)
     cache = ResultCache(cfg.results_dir)
@@ -157,6 +160,7 @@ def _run(cfg: RunConfig) -> RunSummary:
     summary = RunSummary(cfg.model, backbone.revision, task_names, results_dir=results_root)
     loaded = {t.metadata.name: t for t in tasks}
     info = backbone.describe()
+    environment = describe_environment(backbone.device)
     # one encode for all: every text of every task, once, before any variant runs
     for task in tasks:
         texts = task_texts(task)
@@ -173,7 +177,8 @@ def _run(cfg: RunConfig) -> RunSummary:
                        fit_corpus=cfg.fit_corpus, seed=cfg.seed)
         encoder.mteb_model_meta = meta
         base_record = {"iso_bench_version": __version__, "model": cfg.model, "revision": backbone.revision,
-                       "extraction": info["extraction"], "variant": encoder.config()}
+                       "extraction": info["extraction"], "variant": encoder.config(), "environment": environment,
+                       "command": cfg.command}
         for task in tasks:
             path = cache.get_task_result_path(task.metadata.name, meta)
             if path.exists() and (cfg.overwrite or not _same_setup(_stored_provenance(path), base_record)):
@@ -197,6 +202,22 @@ def _run(cfg: RunConfig) -> RunSummary:
     summary.encode_stats = dict(store.stats)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def describe_environment(device: str) -> dict[str, Any]:
+    """Software versions and hardware of this run, for the provenance under every table."""
+    import platform
+    from importlib.metadata import version
+
+    import torch
+
+    if device.startswith("cuda"):
+        hardware = torch.cuda.get_device_name(torch.device(device))
+    else:
+        hardware = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU threads"
+    return {"device": device, "hardware": hardware, "python": platform.python_version(),
+            "torch": torch.__version__, "transformers": version("transformers"), "mteb": version("mteb"),
+            "platform": platform.platform(terse=True)}
 
 
 def _annotate(path: Path, record: dict[str, Any]) -> None:

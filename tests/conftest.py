@@ -73,3 +73,54 @@ def hub_mirror() -> Path:
     if not (HUB_MIRROR / "mteb" / "stsbenchmark-sts").is_dir():
         _missing(f"the dataset mirror {HUB_MIRROR}")
     return HUB_MIRROR
+
+
+class KeywordBackbone:
+    """A hand-checkable encoder: a text's (or span's) vector counts the vocabulary words in it.
+
+    Sentence vectors are the counts of each keyword in the text; token vectors are one-hot rows, one per
+    known word; a span's vector is the one-hot row of the word it covers.
+    """
+
+    def __init__(self, vocab: list[str]) -> None:
+        import types
+
+        self.vocab = {w: i for i, w in enumerate(vocab)}
+        self.dim = len(vocab)
+        self.extraction = types.SimpleNamespace(key=lambda: "keywords", normalize=False)
+
+    def describe(self) -> dict:
+        return {"model": "test/keywords", "revision": "r0", "extraction": {"pooling": "keywords"}}
+
+    def _onehot(self, word: str):
+        import numpy as np
+
+        v = np.zeros(self.dim, np.float32)
+        if word.lower() in self.vocab:
+            v[self.vocab[word.lower()]] = 1
+        return v
+
+    def encode(self, texts, *, kinds, spans=None, batch_size=32, progress=True, desc=""):
+        import numpy as np
+
+        out = {}
+        if "sentence" in kinds:
+            out["sentence"] = [sum((self._onehot(w) for w in t.split()), np.zeros(self.dim, np.float32)) for t in texts]
+        if "tokens" in kinds:
+            out["tokens"] = [np.stack([self._onehot(w) for w in t.split()]) for t in texts]
+        if "span" in kinds:
+            out["span"] = [np.stack([self._onehot(t[s:e]) for s, e in ss]) for t, ss in zip(texts, spans, strict=True)]
+        return out
+
+
+@pytest.fixture
+def keyword_variant():
+    """``keyword_variant(vocab, method="raw")``: an iso-bench variant over a :class:`KeywordBackbone`."""
+    from iso_bench.cache import EmbeddingStore
+    from iso_bench.encoder import VariantEncoder
+
+    def make(vocab: list[str], method: str = "raw") -> VariantEncoder:
+        store = EmbeddingStore(KeywordBackbone(vocab), None, kinds=("sentence", "tokens"), progress=False)
+        return VariantEncoder(store, method)
+
+    return make

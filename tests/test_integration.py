@@ -16,6 +16,11 @@ from tests.conftest import MINILM
 
 pytestmark = pytest.mark.slow
 PUBLISHED_STSB = 0.8203247
+# MTEB's official cosine Spearman of all-MiniLM-L6-v2 @ 8b3219a (embeddings-benchmark/results, files
+# results/sentence-transformers__all-MiniLM-L6-v2/8b3219a.../<task>.json); STS14's file was not in the copy
+# of that repository we could read, so STS14 is checked against mteb's own wrapper in the issue note only.
+PUBLISHED = {"STS12": 0.72369, "STS13": 0.8060317, "STS15": 0.8538962, "STS16": 0.7898945,
+             "STSBenchmark": PUBLISHED_STSB, "SICK-R": 0.7758246}
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +98,17 @@ def test_isotropy_task_measures_the_variant(cli_run) -> None:
     assert raw["main_score"] == raw["sentence_iw"] and 0 < raw["sentence_iw"] < 1
     assert raw["n_sentences"] == 2552 and raw["n_tokens"] > 10 * raw["n_sentences"]
     assert white["iso_bench"]["fit"]["task"] == "Isotropy-STSB"
+
+
+def test_raw_reproduces_mtebs_published_sts_scores(cli_run, hub_mirror) -> None:
+    """The issue's acceptance check: the raw variant is within 0.5 points of MTEB's official scores."""
+    from iso_bench.runner import RunConfig, run
+
+    results, cache, _ = cli_run
+    summary = run(RunConfig(methods=["raw"], tasks=["mteb-sts"], results_dir=results, cache_dir=cache,
+                            data_dir=hub_mirror, progress=False))
+    row = summary.scores[f"{MINILM}+raw"]
+    for task, published in PUBLISHED.items():
+        assert abs(row[task] - published) < 0.005, task
+        assert row[task] == pytest.approx(published, abs=5e-4), task  # in fact, to the 4th decimal
+    assert 0.70 < row["STS14"] < 0.80

@@ -130,6 +130,7 @@ class IsoTask(AbsTask):
     source: ClassVar[RawSource]
     kind: ClassVar[str] = ""
     suite: ClassVar[str] = ""  # the suite the task belongs to (see iso_bench.suites)
+    needs_tokens: ClassVar[bool] = False  # fits or measures token vectors (word-level and isotropy tasks)
     size_note: ClassVar[str] = ""  # what ``iso-bench list`` says about the size, e.g. "1,400 test pairs"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -168,6 +169,9 @@ class IsoTask(AbsTask):
     def evaluate(self, model: Any, split: str = "test", subsets_to_run: list[str] | None = None, *,
                  encode_kwargs: Any = None, **kwargs: Any) -> dict[str, dict[str, Any]]:
         self.load_data()
+        known = getattr(model, "tasks", None)  # an iso-bench variant fits "task" corpora on this very task
+        if isinstance(known, dict):
+            known.setdefault(self.metadata.name, self)
         scores = self.score(model, split, encode_kwargs or {})
         self._add_main_score(scores)
         return {"default": scores}

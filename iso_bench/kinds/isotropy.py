@@ -23,6 +23,7 @@ class IsotropyTask(IsoTask):
     """
 
     kind = "isotropy"
+    needs_tokens = True
     corpus_task: ClassVar[str]
     corpus_split: ClassVar[str] = "test"
 

@@ -18,6 +18,7 @@ class WiCTask(IsoTask):
     """WiC accuracy with a train-chosen cosine threshold. Main score: test accuracy."""
 
     kind = "wic"
+    needs_tokens = True
     scored_splits = ("dev", "test")
 
     def read(self, folder: Path) -> dict[str, Any]:

@@ -25,6 +25,7 @@ class WSDTask(IsoTask):
     """1-NN WSD on a framework evaluation set with SemCor centroids. Main score: F1 on ``test_set``."""
 
     kind = "wsd"
+    needs_tokens = True
     wordnet_source: ClassVar[RawSource]
     test_set: ClassVar[str] = "ALL"
 
