@@ -248,6 +248,24 @@ class Backbone:
         bar.close()
         return out
 
+    def iter_hidden_states(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = True,
+                           desc: str = "encoding") -> Any:
+        """Yield ``(states, real)`` per batch: ``states`` is a float32 array ``(n_layers + 1, batch, tokens,
+        dim)`` of every hidden state (index 0 = embeddings) and ``real`` a boolean ``(batch, tokens)`` mask of
+        the real, non-special tokens. For analyses over all layers that must not hold every vector at once."""
+        import torch
+        from tqdm.auto import tqdm
+
+        with torch.inference_mode():
+            for start in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch", disable=not progress,
+                              leave=False):
+                enc = self.tokenizer(list(texts[start : start + batch_size]), padding=True, truncation=True,
+                                     max_length=self.max_length, return_tensors="pt", return_special_tokens_mask=True)
+                special = enc.pop("special_tokens_mask").bool()
+                out = self.model(**{k: v.to(self.device) for k, v in enc.items()}, output_hidden_states=True)
+                states = torch.stack(out.hidden_states).float().cpu().numpy()
+                yield states, (enc["attention_mask"].bool() & ~special).numpy()
+
     def _encode_batch(
         self, texts: list[str], kinds: Sequence[str], spans: list[Sequence[tuple[int, int]]] | None
     ) -> dict[str, list[np.ndarray]]:

@@ -14,6 +14,8 @@ EPILOG = """examples:
   iso-bench run --model bert-base-uncased --methods raw whiten-256 cluster-pca --tasks STSBenchmark
   iso-bench run --data-dir ../shared/data/hub     # read datasets from a local mirror
   iso-bench list                                  # methods, suites and tasks
+  iso-bench leaderboard results -o leaderboard.md # tables, plots and provenance from a results folder
+  iso-bench outliers --model google-bert/bert-base-uncased  # outlier dimensions of every layer
 
 environment: ISO_BENCH_DATA_DIR (mirror folder), ISO_BENCH_CACHE (raw-vector cache),
 HF_HUB_OFFLINE=1 with HF_HUB_CACHE (models from a local Hugging Face cache)"""
@@ -58,6 +60,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     sub.add_parser("list", help="list methods, suites and tasks with their sizes")
+
+    from iso_bench.leaderboard import add_leaderboard_arguments
+
+    board = sub.add_parser("leaderboard", help="markdown (or csv, latex) tables and plots from a results folder",
+                           description="Tables per model (a row per variant, a column per task, means named by "
+                           "their tasks and aggregation, differences from raw, best in bold, missing as –), a "
+                           "model comparison, and the provenance that makes each number citable.")
+    add_leaderboard_arguments(board)
+
+    out = sub.add_parser("outliers", help="neuron-level outlier analysis of every layer (Luo et al. 2021)",
+                         description="For each layer: the dimensions that most often hold a token vector's smallest "
+                         "or largest value, how often, their mean in standard deviations, and how their value "
+                         "varies with token position. Writes <model>-outliers.{md,json,png}.")
+    out.add_argument("--model", default=DEFAULT_MODEL, help=f"hub id or local folder (default: {DEFAULT_MODEL})")
+    out.add_argument("--revision", help="model revision (default: the one mteb pins, else the latest)")
+    out.add_argument("--layers", nargs="+", type=int, metavar="L",
+                     help="hidden-state layers, 0 = embeddings, -1 = last (default: all)")
+    out.add_argument("--corpus", default="STSBenchmark",
+                     help="an mteb task whose test sentences form the corpus, or a text file (default: STSBenchmark)")
+    out.add_argument("--output", default="outliers", help="folder for the reports (default: ./outliers)")
+    out.add_argument("--top", type=int, default=5, help="dimensions listed per layer (default: 5)")
+    out.add_argument("--data-dir", help="data directory (env ISO_BENCH_DATA_DIR)")
+    out.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    out.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
+    out.add_argument("--no-progress", action="store_true", help="hide progress bars")
     return parser
 
 
@@ -96,6 +123,31 @@ def _task_summary(name: str) -> tuple[str, str]:
     stats = task.metadata.descriptive_stats or {}
     sizes = [f"{stats[s]['num_samples']:,} {s} pairs" for s in task.metadata.eval_splits if s in stats]
     return f"mteb {task.metadata.type}", ", ".join(sizes)
+
+
+def cmd_outliers(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from iso_bench.outlier_analysis import analyse, write_reports
+    from iso_bench.runner import RunConfig, build_backbone
+
+    if Path(args.corpus).is_file():
+        from iso_bench.encoder import read_text_file
+
+        texts, corpus = read_text_file(args.corpus), f"file {Path(args.corpus).name}"
+    else:
+        from iso_bench.data import get_task
+        from iso_bench.encoder import task_texts
+
+        texts, corpus = task_texts(get_task(args.corpus, args.data_dir)), f"{args.corpus} test sentences"
+    backbone = build_backbone(RunConfig(model=args.model, revision=args.revision, device=args.device))
+    report = analyse(backbone, texts, args.layers, batch_size=args.batch_size, progress=not args.no_progress,
+                     corpus=corpus)
+    paths = write_reports(report, Path(args.output), args.top)
+    for layer in report.layers:
+        print(f"layer {layer.layer:>2}: outliers {', '.join(map(str, layer.outliers)) or 'none'}")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -150,7 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from iso_bench.errors import USER_ERRORS
 
     try:
-        return cmd_list() if args.command == "list" else cmd_run(args)
+        from iso_bench.leaderboard import run_leaderboard
+
+        commands = {"list": lambda: cmd_list(), "run": lambda: cmd_run(args), "outliers": lambda: cmd_outliers(args),
+                    "leaderboard": lambda: run_leaderboard(args)}
+        return commands[args.command]()
     except USER_ERRORS as exc:
         print(f"iso-bench: error: {exc}", file=sys.stderr)
         return 2

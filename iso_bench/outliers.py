@@ -105,10 +105,24 @@ def outlier_stats(X: np.ndarray) -> OutlierStats:
     """
     X = _as_matrix(X)
     n, d = X.shape
-    argmin_fraction = np.bincount(X.argmin(axis=1), minlength=d) / n
-    argmax_fraction = np.bincount(X.argmax(axis=1), minlength=d) / n
-    mean = X.mean(axis=0)
-    std = X.std(axis=0)
+    return stats_from_moments(n, np.bincount(X.argmin(axis=1), minlength=d), np.bincount(X.argmax(axis=1), minlength=d),
+                              X.mean(axis=0), X.std(axis=0))
+
+
+def stats_from_moments(n: int, argmin_counts: np.ndarray, argmax_counts: np.ndarray, mean: np.ndarray,
+                       std: np.ndarray) -> OutlierStats:
+    """:class:`OutlierStats` from counts and moments accumulated over batches (for data too large to hold).
+
+    Example:
+        >>> s = stats_from_moments(2, np.array([0, 0, 2]), np.array([0, 2, 0]), np.zeros(3), np.ones(3))
+        >>> s.argmin_fraction.tolist()
+        [0.0, 0.0, 1.0]
+    """
+    d = len(mean)
+    argmin_fraction = np.asarray(argmin_counts, dtype=np.float64) / n
+    argmax_fraction = np.asarray(argmax_counts, dtype=np.float64) / n
+    mean = np.asarray(mean, dtype=np.float64)
+    std = np.asarray(std, dtype=np.float64)
     # leave-one-out mean and (ddof=1) std of the other d-1 means, computed directly per dimension:
     # the O(d) sum-of-squares shortcut cancels catastrophically when one mean dominates (the very
     # case this is for); d <= a few thousand makes the loop cost milliseconds

@@ -26,7 +26,13 @@ fixed rather than "auto" so results do not change with the scikit-learn version.
 
 def _directions(members: np.ndarray, k: int) -> np.ndarray:
     """Top-``k`` principal directions (rows) of centred ``members``, largest entry made positive."""
-    _, sv, vt = np.linalg.svd(members, full_matrices=False)
+    if len(members) > members.shape[1]:
+        # many members: the eigenvectors of the d x d scatter matrix (O(m d^2 + d^3)) are the right
+        # singular vectors the SVD of the m x d matrix would give, at a fraction of its cost
+        vals, vecs = np.linalg.eigh(members.T @ members)
+        sv, vt = np.sqrt(np.clip(vals[::-1], 0.0, None)), vecs[:, ::-1].T
+    else:
+        _, sv, vt = np.linalg.svd(members, full_matrices=False)
     comps = vt[:k][sv[:k] > 1e-12 * sv[0]]  # drop directions without variance (duplicate members)
     idx = np.abs(comps).argmax(axis=1)
     signs = np.sign(comps[np.arange(len(comps)), idx])
