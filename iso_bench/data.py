@@ -30,6 +30,10 @@ class DataNotFoundError(FileNotFoundError):
     """A dataset is neither in the local mirror nor reachable on the hub."""
 
 
+class FitCorpusError(ValueError):
+    """The fit corpus of a fitted method cannot be read or is unusable."""
+
+
 @dataclass(frozen=True)
 class DataSource:
     """Where one dataset was read from."""

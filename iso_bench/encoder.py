@@ -24,13 +24,10 @@ import numpy as np
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
+from iso_bench.data import FitCorpusError
 from iso_bench.methods import Method, MethodError, make_method
 
 logger = logging.getLogger(__name__)
-
-
-class FitCorpusError(ValueError):
-    """The fit corpus cannot be read or is unusable."""
 
 
 def texts_digest(texts: Sequence[str]) -> str:

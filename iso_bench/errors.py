@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from iso_bench.backbone import BackboneError
 from iso_bench.cache import CacheCorruptError
-from iso_bench.data import DataNotFoundError
+from iso_bench.data import DataNotFoundError, FitCorpusError
 from iso_bench.methods.base import MethodError
 from iso_bench.registry import UnknownNameError
 from iso_bench.senteval import STSFormatError
@@ -15,6 +15,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     BackboneError,
     CacheCorruptError,
     DataNotFoundError,
+    FitCorpusError,
     MethodError,
     UnknownNameError,
     FileNotFoundError,

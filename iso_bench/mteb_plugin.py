@@ -25,7 +25,6 @@ KNOWN_MODELS = (
     "FacebookAI/roberta-base",
 )
 DEFAULT_METHODS = ("raw", "center", "clip", "abtt", "whiten", "whiten-256", "cluster-pca", "flow")
-LENGTH_PRESERVING = {"raw", "center", "clip", "abtt", "flow", "cluster-pca"}
 
 
 def variant_name(model_id: str, method_spec: str) -> str:
@@ -82,9 +81,8 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
         revision = revision or base.revision
         if embed_dim is None and isinstance(base.embed_dim, int):
             embed_dim = base.embed_dim
-    if embed_dim is not None and method.name not in LENGTH_PRESERVING:
-        k = getattr(method, "n_components", None)
-        embed_dim = min(k, embed_dim) if isinstance(k, int) else embed_dim
+    if embed_dim is not None:
+        embed_dim = method.output_dim(embed_dim)
     kwargs = {"base_model": model_id, "method": method_spec, **loader_kwargs}
     meta = ModelMeta.create_empty({
         **base_fields,

@@ -166,7 +166,8 @@ def plot(report: OutlierReport, path: Path, top: int = 5) -> None:
     ax.set_yticks(range(len(report.layers)), [str(r.layer) for r in report.layers], fontsize=7)
     ax.set_xlabel("dimension")
     ax.set_ylabel("layer (0 = embeddings)")
-    ax.set_title(f"{report.model}: fraction of token vectors where the dimension is the min or max", fontsize=8)
+    ax.set_title(f"{report.model}\nfraction of token vectors in which the dimension is the min or the max",
+                 fontsize=8)
     fig.colorbar(image, ax=ax)
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})

@@ -96,6 +96,25 @@ def _same_setup(stored: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
     return all(stored.get(k) == wanted.get(k) for k in keys)
 
 
+def _get_task(name: str) -> Any:
+    """``mteb.get_task``, with an error that suggests close task and suite names."""
+    import difflib
+    import sys
+
+    import mteb
+
+    from iso_bench.registry import UnknownNameError
+    from iso_bench.suites import suites
+
+    try:
+        return mteb.get_task(name)
+    except KeyError:
+        known = [*sys.modules["mteb.get_tasks"]._TASKS_REGISTRY, *suites()]
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise UnknownNameError(f"unknown task or suite {name!r}.{hint} `iso-bench list` shows them.") from None
+
+
 def build_backbone(cfg: RunConfig) -> Any:
     from iso_bench.backbone import Backbone, Extraction, default_extraction
 
@@ -146,7 +165,11 @@ def _run(cfg: RunConfig) -> RunSummary:
     task_names = expand_tasks(cfg.tasks)
     levels = {make_method(m)[1] for m in cfg.methods}  # validates every spec before any work
     mirror_dir(cfg.data_dir)  # validates the mirror folder
-    tasks = [mteb.get_task(name) for name in task_names]
+    if cfg.fit_corpus != "task":
+        from iso_bench.encoder import read_text_file
+
+        read_text_file(cfg.fit_corpus)  # validates the fit corpus before any encoding
+    tasks = [_get_task(name) for name in task_names]
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
 
     backbone = build_backbone(cfg)

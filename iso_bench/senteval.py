@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.textio import read_lines
+
 # The subsets of each year that SentEval (and the papers built on it) evaluate. STS13's SMT subset is left
 # out: its gold file is distributed but its input is not (LDC licence), so no copy can score it.
 STS_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -135,21 +137,7 @@ class STSScores:
 
 
 def _lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 file, split on ``\\n`` only (the data holds no-break spaces and other
-    characters that ``str.splitlines`` would treat differently); one final newline and ``\\r`` tolerated."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise STSFormatError(f"{path}: file not found") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise STSFormatError(f"{path}:{line}: not valid UTF-8 ({exc.reason})") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [s[:-1] if s.endswith("\r") else s for s in lines]
+    return read_lines(path, STSFormatError)
 
 
 def _score(text: str, where: str) -> float:

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from iso_bench.textio import read_lines
+
 POS_TAGS = ("N", "V")
 LABELS = {"T": True, "F": False}
 SPLITS = ("train", "dev", "test")
@@ -92,19 +94,7 @@ class WiCResult:
 
 
 def _lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file: split on ``\\n`` only (the data holds no-break spaces, which
-    ``str.splitlines`` would not split on, but other Unicode separators it would), one trailing newline
-    and a ``\\r`` before it tolerated."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise WiCFormatError(f"{path}:{line}: not valid UTF-8 ({exc.reason})") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [s[:-1] if s.endswith("\r") else s for s in lines]
+    return read_lines(path, WiCFormatError)
 
 
 def _char_span(sentence: str, index: int, which: int, where: str) -> tuple[int, int]:

@@ -77,6 +77,10 @@ class Method:
     def transform(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def output_dim(self, dim: int) -> int:
+        """The dimension of transformed vectors for ``dim``-d input, as far as it is known before fitting."""
+        return dim
+
     def fit_transform(self, X: np.ndarray) -> np.ndarray:
         return self.fit(X).transform(X)
 

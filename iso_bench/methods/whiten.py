@@ -55,6 +55,9 @@ class Whiten(Method):
         self.n_components = n_components
         self.eps = eps
 
+    def output_dim(self, dim: int) -> int:
+        return min(dim, self.n_components) if self.n_components is not None else dim
+
     def fit(self, X: np.ndarray) -> Whiten:
         X = self._check_input(X, fitting=True, min_rows=2)
         n, d = X.shape
