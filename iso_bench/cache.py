@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.textio import default_file_mode
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_CACHE_ENV = "ISO_BENCH_CACHE"
@@ -78,6 +80,7 @@ def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray]) -> None
                      digest=_digest(key_arr, offsets, data))
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, default_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -161,7 +161,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         trust_remote_code=args.trust_remote_code, command=_reproduce_command(args),
     )
     summary = run(cfg)
-    print(f"\n{summary.model} @ {summary.revision}: main score x 100 (cosine Spearman for STS)")
+    print(f"\n{summary.model} @ {summary.revision}: main score x 100 "
+          "(STS: Spearman; WiC: accuracy; WSD: F1; isotropy: I(W))")
     print(format_summary(summary))
     stats = summary.encode_stats
     print(f"\nraw vectors: {stats.get('computed', 0)} texts encoded, {stats.get('reused', 0)} reused from the cache;"

@@ -26,6 +26,7 @@ from typing import Any
 from iso_bench import __version__
 from iso_bench.mteb_plugin import DEFAULT_METHODS, register_model, variant_meta
 from iso_bench.suites import expand_tasks
+from iso_bench.textio import default_file_mode
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ def _atomic_write_json(path: Path, data: Any) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2)
+        os.chmod(tmp, default_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

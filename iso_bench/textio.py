@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+
+def default_file_mode() -> int:
+    """0o666 less the process umask: what ``open(path, "w")`` would create (``mkstemp`` uses 0o600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def read_lines(path: Path, error: type[Exception]) -> list[str]:

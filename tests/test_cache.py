@@ -96,3 +96,13 @@ def test_variable_length_round_trip(tmp_path) -> None:
     back = read_shard(path)
     np.testing.assert_array_equal(back[text_key("a")], arrays[0])
     np.testing.assert_array_equal(back[text_key("b")], arrays[1])
+
+
+def test_shards_get_the_usual_file_mode(tmp_path) -> None:
+    import os
+
+    path = tmp_path / "sentence-x.npz"
+    write_shard(path, [text_key("a")], [np.ones(4, np.float32)])
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask  # not mkstemp's private 0o600
