@@ -288,9 +288,9 @@ def gaussian() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def trained(gaussian: np.ndarray) -> Flow:
-    # large batches (less gradient noise) for the capability checks below; the default batch of 64
-    # reaches |cov - I| of about 0.08 here, in a third of the time
-    return Flow(batch_size=256).fit(gaussian)
+    # 300 steps of large batches (less gradient noise, about 38 epochs) for the capability checks below;
+    # the default (one epoch of 64-vector batches, as BERT-flow trains) is tested on its own
+    return Flow(batch_size=256, steps=300).fit(gaussian)
 
 
 def test_flow_training_raises_the_likelihood(gaussian: np.ndarray, trained: Flow) -> None:
@@ -318,6 +318,15 @@ def test_flow_maps_gaussian_data_to_a_standard_normal(gaussian: np.ndarray, trai
     assert np.abs(z.mean(axis=0)).max() < 0.05
     assert np.abs(np.cov(z, rowvar=False) - np.eye(8)).max() < 0.08
     assert np.abs(np.cov(Flow(steps=0).fit(gaussian).transform(gaussian), rowvar=False) - np.eye(8)).max() > 0.5
+
+
+def test_flow_trains_one_epoch_by_default_at_most_max_steps(gaussian: np.ndarray) -> None:
+    # 2,000 vectors in batches of 64: ceil(2000 / 64) = 32 steps, one epoch
+    flow = Flow().fit(gaussian)
+    assert flow.n_steps_ == 32 and len(flow.history_) == 32
+    assert Flow(max_steps=10).fit(gaussian).n_steps_ == 10
+    assert Flow(steps=7, max_steps=3).fit(gaussian).n_steps_ == 7  # an explicit count is not capped
+    assert flow.log_likelihood(gaussian) > Flow(steps=0).fit(gaussian).log_likelihood(gaussian)
 
 
 def test_flow_leaves_the_global_torch_rng_alone(gaussian: np.ndarray) -> None:
