@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 from iso_bench.mteb_plugin import DEFAULT_METHODS
-from iso_bench.runner import DEFAULT_MODEL, RunConfig, run
+from iso_bench.runner import DEFAULT_MODEL, RunConfig, RunSummary, run
 
 
-def timed(cfg: RunConfig) -> tuple[float, dict]:
+def timed(cfg: RunConfig) -> tuple[float, RunSummary]:
     start = time.perf_counter()
     summary = run(cfg)
-    return time.perf_counter() - start, summary.encode_stats
+    return time.perf_counter() - start, summary
 
 
 def main() -> None:
@@ -47,11 +47,16 @@ def main() -> None:
 
     print(f"model {args.model}; tasks {' '.join(args.tasks)}; methods {' '.join(args.methods)}")
     print(f"{'run':<34}{'seconds':>9}{'texts encoded':>15}")
-    print(f"{'raw alone, cold cache':<34}{t_raw:>9.1f}{s_raw['computed']:>15}")
-    print(f"{'raw + every method, cold cache':<34}{t_all:>9.1f}{s_all['computed']:>15}")
-    print(f"{'raw + every method, warm cache':<34}{t_warm:>9.1f}{s_warm['computed']:>15}")
+    print(f"{'raw alone, cold cache':<34}{t_raw:>9.1f}{s_raw.encode_stats['computed']:>15}")
+    print(f"{'raw + every method, cold cache':<34}{t_all:>9.1f}{s_all.encode_stats['computed']:>15}")
+    print(f"{'raw + every method, warm cache':<34}{t_warm:>9.1f}{s_warm.encode_stats['computed']:>15}")
     print(f"ratio (raw + every method) / (raw alone), cold: {t_all / t_raw:.2f}")
     print(f"ratio warm / cold (every method):               {t_warm / t_all:.2f}")
+    print("seconds in each method's fits (cold run; one fit per task and level):")
+    for name, seconds in s_all.fit_seconds.items():
+        print(f"  {name.rpartition('+')[2]:<32}{seconds:>9.1f}")
+    fits = sum(s_all.fit_seconds.values())
+    print(f"ratio (cold run less its fits) / (raw alone):   {(t_all - fits) / t_raw:.2f}")
 
 
 if __name__ == "__main__":

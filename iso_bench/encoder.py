@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -67,10 +68,19 @@ def task_texts(task: Any) -> list[str]:
             data = dataset[split] if (subset == "default" and subset not in dataset) else dataset[subset][split]
             cols = [c for c in (columns or data.column_names) if isinstance(c, str)]
             for col in cols:
-                values = data[col]
+                values = _column(data, col)
                 if values and isinstance(values[0], str):
                     texts.extend(values)
     return list(dict.fromkeys(texts))
+
+
+def _column(data: Any, col: str) -> list[Any]:
+    """One column as a list; read from a ``datasets.Dataset``'s Arrow table in one call (indexing the
+    Dataset would format it row by row, which costs seconds per task and variant)."""
+    table = getattr(data, "data", None)
+    if hasattr(table, "column") and getattr(data, "_indices", None) is None:
+        return table.column(col).to_pylist()
+    return list(data[col])
 
 
 class _Variant:
@@ -87,6 +97,7 @@ class _Variant:
         self.tasks = tasks if tasks is not None else {}
         self._fitted: dict[str, Method] = {}
         self.fit_records: dict[str, dict[str, Any]] = {}
+        self.fit_seconds = 0.0  # wall time spent in method.fit, for benchmarks (never written to results)
 
     def _new_method(self, spec: str) -> tuple[Method, str]:
         """Build the method; the run's seed applies unless the spec sets one."""
@@ -140,11 +151,13 @@ class _Variant:
         if key not in self._fitted:
             X = self._fit_matrix(texts, level)
             method = self._new_method(self.method_spec)[0]
+            started = time.perf_counter()
             try:
                 method.fit(X)
             except MethodError as exc:
                 where = f"fit corpus {corpus}: {len(texts)} texts, {len(X)} {level} vectors"
                 raise MethodError(f"{exc} ({where})") from exc
+            self.fit_seconds += time.perf_counter() - started
             self._fitted[key] = method
             fit = {"level": level, "n_vectors": int(len(X))}
             learned = _learned_summary(method)

@@ -67,6 +67,7 @@ class RunSummary:
     results_dir: Path = Path("results")
     errors: dict[str, dict[str, str]] = field(default_factory=dict)
     encode_stats: dict[str, int] = field(default_factory=dict)
+    fit_seconds: dict[str, float] = field(default_factory=dict)  # per variant: time in its methods' fits
     seconds: float = 0.0
 
 
@@ -224,6 +225,7 @@ def _run(cfg: RunConfig) -> RunSummary:
         for name in task_names:
             row.setdefault(name, None)
         summary.scores[meta.name] = row
+        summary.fit_seconds[meta.name] = encoder.fit_seconds
     summary.encode_stats = dict(store.stats)
     summary.seconds = time.perf_counter() - started
     return summary
