@@ -170,7 +170,11 @@ def _fit(r: Result) -> str:
                      f"sha256 {fit.get('texts_sha256', '?')})"}.get(corpus, str(corpus))
     levels = sorted({f["level"] for f in fit.get("fits") or [] if isinstance(f, dict) and f.get("level")})
     level = "+".join(levels) or fit.get("level") or variant.get("level", "?")  # where it was fitted
-    return f"{name}: fit on {where}, {level} level, seed {fit.get('seed', variant.get('seed', '?'))}"
+    # what clip zeroed, per fit: "none" says why a clip row equals raw
+    zeroed = sorted({",".join(str(d) for d in f["learned"]["dims_"]) or "none" for f in fit.get("fits") or []
+                     if isinstance(f, dict) and isinstance(f.get("learned"), dict) and "dims_" in f["learned"]})
+    dims = f"; dimensions zeroed: {' | '.join(zeroed)}" if zeroed else ""
+    return f"{name}: fit on {where}, {level} level, seed {fit.get('seed', variant.get('seed', '?'))}{dims}"
 
 
 def format_number(value: float, fmt: str, minus: str = "-") -> str:
