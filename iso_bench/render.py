@@ -389,8 +389,12 @@ def _draw(plt: Any, plot: Plot, path: Path) -> None:
         fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
         for (label, points), marker in zip(plot.series, "os^Dv<>p", strict=False):
             ax.scatter([p[1] for p in points], [p[2] for p in points], marker=marker, label=label)
+            # variants at the same point (e.g. clip that zeroed nothing, and raw) share one label
+            labels: dict[tuple[float, float], list[str]] = {}
             for variant, x, y in points:
-                ax.annotate(variant, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=8)
+                labels.setdefault((x, y), []).append(variant)
+            for (x, y), variants in labels.items():
+                ax.annotate(", ".join(variants), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=8)
         ax.set(xlabel=plot.x_label, ylabel=plot.y_label, title=plot.title)
         ax.margins(x=0.15, y=0.1)
         ax.grid(True, alpha=0.3)
