@@ -301,7 +301,9 @@ def _diagnostic_table(ix: _Index, group: TaskGroup, task: str, base: str, rev: s
             for key, _ in metrics]
     notes = [f"Diagnostics of the vectors on {task}, as fractions; (+d) / (−d) = difference from raw. Not ranked and "
              "never averaged: more isotropy is not better by itself. I(W): Mu & Viswanath 2018 (1 = isotropic); "
-             "IsoScore: Rudman et al. 2022; avg. cosine: mean cosine of all pairs.",
+             "IsoScore: Rudman et al. 2022; avg. cosine: mean cosine of all pairs. I(W) takes its directions from "
+             "the eigenvectors of WᵀW; where those eigenvalues are (nearly) equal, as after whitening, any basis "
+             "qualifies and I(W) moves with rounding noise: for whiten rows read IsoScore.",
              *_missing_note(ix, base, rev, [task])]
     return Table(f"{group.title}: {task}", ("variant",),
                  tuple(Column(f"{task}/{key}", label, "diagnostic", "fraction") for key, label in metrics),

@@ -290,7 +290,7 @@ def render_csv(board: Leaderboard) -> str:
 
 _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
           "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", MINUS: "$-$", MISSING: "--",
-          "×": r"$\times$", "±": r"$\pm$"}
+          "×": r"$\times$", "±": r"$\pm$", "ᵀ": r"$^\top$"}
 
 
 def latex_escape(text: str) -> str:

@@ -149,7 +149,9 @@ gets – (never a mean of the present cells).
 
 - Diagnostics of the vectors on Isotropy-STSB, as fractions; (+d) / (−d) = difference from raw. Not ranked and never \
 averaged: more isotropy is not better by itself. I(W): Mu & Viswanath 2018 (1 = isotropic); IsoScore: Rudman et al. \
-2022; avg. cosine: mean cosine of all pairs.
+2022; avg. cosine: mean cosine of all pairs. I(W) takes its directions from the eigenvectors of WᵀW; where \
+those eigenvalues are (nearly) equal, as after whitening, any basis qualifies and I(W) moves with rounding noise: for \
+whiten rows read IsoScore.
 - Missing (–): abtt on Isotropy-STSB: no result file, or a non-finite score.
 
 Provenance:
@@ -260,7 +262,7 @@ Missing (--): abtt on STSBenchmark: no result file, or a non-finite score.\\
 
 \smallskip
 \footnotesize\raggedright
-Diagnostics of the vectors on Isotropy-STSB, as fractions; (+d) / ($-$d) = difference from raw. Not ranked and never averaged: more isotropy is not better by itself. I(W): Mu \& Viswanath 2018 (1 = isotropic); IsoScore: Rudman et al. 2022; avg. cosine: mean cosine of all pairs.\\
+Diagnostics of the vectors on Isotropy-STSB, as fractions; (+d) / ($-$d) = difference from raw. Not ranked and never averaged: more isotropy is not better by itself. I(W): Mu \& Viswanath 2018 (1 = isotropic); IsoScore: Rudman et al. 2022; avg. cosine: mean cosine of all pairs. I(W) takes its directions from the eigenvectors of W$^\top$W; where those eigenvalues are (nearly) equal, as after whitening, any basis qualifies and I(W) moves with rounding noise: for whiten rows read IsoScore.\\
 Missing (--): abtt on Isotropy-STSB: no result file, or a non-finite score.\\
 \textit{iso-bench}: 0.1.0\\
 \textit{mteb}: 2.26.24\\
