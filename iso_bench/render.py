@@ -339,13 +339,14 @@ class Plot:
 def plot_data(section: Section) -> Plot | None:
     """What a section's plot shows, read from its tables (so plot and tables agree by construction).
 
-    x: the first diagnostics table's sentence I(W) (else its first column); y: every "mean" column of the
-    ranked tables; a variant is a point where both are present. None when there is nothing to plot.
+    x: the first diagnostics table's sentence IsoScore (else its first column); y: every "mean" column of the
+    ranked tables; a variant is a point where both are present. None when there is nothing to plot. IsoScore,
+    not I(W): I(W) is not defined by the vectors alone where the eigenvalues of WᵀW are equal (whitening).
     """
     diag = next((t for t in section.tables if any(c.kind == "diagnostic" for c in t.columns)), None)
     if diag is None:
         return None
-    j = next((i for i, c in enumerate(diag.columns) if c.key.endswith("/sentence_iw")), 0)
+    j = next((i for i, c in enumerate(diag.columns) if c.key.endswith("/sentence_isoscore")), 0)
     xs = {row.variant: row.cells[j].value for row in diag.rows if row.cells[j].value is not None}
     series = []
     for table in section.tables:
