@@ -6,8 +6,9 @@ per cluster its mean and its top principal directions. Transform: assign each ve
 subtract that cluster's mean, and remove the projections on that cluster's directions.
 
 The authors' notebook: bert-base-uncased last layer, token level, scipy ``kmeans2`` (one run of its
-default 10 Lloyd iterations), 27 clusters, 12 directions per cluster. ``cluster-pca-10-3`` is 10 clusters, 3 directions;
-``cluster-pca-algorithm=gmm`` uses a Gaussian mixture. scikit-learn is imported inside :meth:`fit`.
+default 10 Lloyd iterations), 27 clusters, 12 directions per cluster. ``cluster-pca-10-3`` is 10
+clusters, 3 directions; ``cluster-pca-algorithm=gmm`` uses a Gaussian mixture. scikit-learn is imported
+inside :meth:`fit`.
 """
 
 from __future__ import annotations
@@ -126,9 +127,9 @@ class ClusterPCA(Method):
                 f"method {self.spec!r}: n_directions={self.n_directions} must be between 0 and dim - 1 = {d - 1} "
                 "(removing every direction leaves nothing)"
             )
-        self.clusterer_ = self._make_clusterer().fit(X)
-        labels = self._assign(X)  # the same assignment transform will use
-        centres = self.clusterer_.cluster_centers_ if self.algorithm == "kmeans" else self.clusterer_.means_
+        clusterer = self._make_clusterer().fit(X)
+        labels = np.asarray(clusterer.predict(X))  # the same assignment transform will use
+        centres = clusterer.cluster_centers_ if self.algorithm == "kmeans" else clusterer.means_
         c, k = self.n_clusters, self.n_directions
         means = np.array(centres, dtype=np.float64, copy=True)
         components = np.zeros((c, k, d))
@@ -146,6 +147,7 @@ class ClusterPCA(Method):
                 components[j, : len(comps)] = comps
                 used[j] = len(comps)
         self.dim_ = d
+        self.clusterer_ = clusterer
         self.means_ = means
         self.components_ = components
         self.n_directions_ = used
