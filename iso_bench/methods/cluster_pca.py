@@ -25,7 +25,7 @@ _KMEANS_N_INIT = 1
 fixed rather than "auto" so results do not change with the scikit-learn version."""
 _KMEANS_MAX_ITER = 10
 """Lloyd iterations, always all of them: the authors' ``kmeans2`` call runs its default of 10 (scikit-learn's
-default, up to 300 until converged, took 7 times as long on 30,000 token vectors)."""
+default, up to 300 until converged, ran 74 iterations and took 3.5 times as long on 30,000 384-d vectors)."""
 
 
 def _directions(members: np.ndarray, k: int) -> np.ndarray:
