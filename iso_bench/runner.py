@@ -147,12 +147,40 @@ class _DropSuperseded(logging.Filter):
         return "is superseded by" not in record.getMessage()
 
 
+class _Once(logging.Filter):
+    """Lets each distinct message through once: a method fitted once per task says the same thing (e.g.
+    whiten's "3 of 384 directions have no variance") for every task; the result files record it per fit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in self.seen:
+            return False
+        self.seen.add(message)
+        return True
+
+
 def run(cfg: RunConfig) -> RunSummary:
     """Evaluate every method of ``cfg.methods`` on every task of ``cfg.tasks``; see :class:`RunConfig`."""
-    logging.getLogger("mteb.abstasks.abstask").addFilter(_DropSuperseded())
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is superseded by.*")
-        return _run(cfg)
+    from iso_bench.methods import METHODS
+
+    mteb_log = logging.getLogger("mteb.abstasks.abstask")
+    method_logs = [logging.getLogger(m) for m in sorted({METHODS.get(name).__module__ for name in METHODS})]
+    superseded, once = _DropSuperseded(), _Once()
+    mteb_log.addFilter(superseded)
+    for log in method_logs:
+        log.addFilter(once)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*is superseded by.*")
+            return _run(cfg)
+    finally:
+        mteb_log.removeFilter(superseded)
+        for log in method_logs:
+            log.removeFilter(once)
 
 
 def _run(cfg: RunConfig) -> RunSummary:
