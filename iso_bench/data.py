@@ -16,22 +16,32 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
+import logging
 import os
+import shutil
+import tarfile
+import tempfile
+import urllib.request
+import zipfile
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from iso_bench.files import folder_checksum
+from iso_bench.registry import IsoBenchError
+
+logger = logging.getLogger(__name__)
+
 DATA_DIR_ENV = "ISO_BENCH_DATA_DIR"
+DOWNLOAD_ENV = "ISO_BENCH_DOWNLOAD_DIR"
 
 
-class DataNotFoundError(FileNotFoundError):
+class DataNotFoundError(IsoBenchError):
     """A dataset is neither in the local mirror nor reachable on the hub."""
 
 
-class FitCorpusError(ValueError):
-    """The fit corpus of a fitted method cannot be read or is unusable."""
+class DataFormatError(IsoBenchError, ValueError):
+    """A data file is malformed; the message starts with ``file:line`` and says what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -66,18 +76,6 @@ def mirror_dir(explicit: str | Path | None = None) -> Path | None:
             "laid out as <dir>/<org>/<name>/"
         )
     return path
-
-
-@lru_cache(maxsize=256)
-def folder_checksum(folder: Path) -> str:
-    """SHA-256 over the relative paths and contents of every file in ``folder``."""
-    h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        h.update(str(path.relative_to(folder)).encode() + b"\x00")
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
 
 
 def resolve_source(repo: str, revision: str | None, data_dir: str | Path | None = None) -> DataSource:
@@ -142,3 +140,65 @@ def get_task(name: str, data_dir: str | Path | None = None) -> Any:
     task = mteb.get_task(name)
     use_source(task, data_dir)
     return task
+
+
+@dataclass(frozen=True)
+class RawSource:
+    """A dataset in its public release layout (the data of an iso-bench task card).
+
+    ``path`` is the folder relative to the data directory (``--data-dir`` / ``$ISO_BENCH_DATA_DIR``);
+    ``url`` the public archive that, unpacked, holds ``path`` relative to the download folder;
+    ``version`` names the release (it becomes the result files' ``dataset_revision``); the archive is
+    unpacked into ``<download folder>/<archive_dir>`` and must then hold ``path``.
+    """
+
+    path: str
+    url: str
+    version: str
+    archive_dir: str = ""  # where, under the download folder, the archive is unpacked
+
+    def download_root(self) -> Path:
+        env = os.environ.get(DOWNLOAD_ENV)
+        return Path(env).expanduser() if env else Path.home() / ".cache" / "iso_bench" / "data"
+
+    def locate(self, data_dir: str | Path | None) -> Path:
+        """The local folder of this dataset: under the data directory, else in the download folder,
+        else downloaded from ``url``. Raises one error that names every place tried."""
+        root = mirror_dir(data_dir)
+        if root is not None and (root / self.path).is_dir():
+            return (root / self.path).resolve()
+        cached = self.download_root() / self.path
+        if cached.is_dir():
+            return cached.resolve()
+        try:
+            fetch_archive(self.url, self.download_root() / self.archive_dir)
+        except Exception as exc:  # noqa: BLE001 - every failure means "not there"
+            where = f"{root / self.path}" if root else f"a data directory (none given: --data-dir or {DATA_DIR_ENV})"
+            raise DataNotFoundError(
+                f"dataset {self.path!r} was found neither in {where} nor in {cached}, and downloading {self.url} "
+                f"failed ({type(exc).__name__}: {exc}); point --data-dir at a folder that holds {self.path}/"
+            ) from exc
+        if not cached.is_dir():
+            raise DataNotFoundError(f"the archive {self.url} does not contain {self.path}/")
+        return cached.resolve()
+
+
+def fetch_archive(url: str, dest: Path) -> None:
+    """Download a .zip or .tar(.gz) archive and unpack it into ``dest`` (atomically, via a temp folder)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest) as tmp:
+        archive = Path(tmp) / "archive"
+        logger.info("downloading %s", url)
+        with urllib.request.urlopen(url, timeout=60) as response, archive.open("wb") as f:  # noqa: S310
+            shutil.copyfileobj(response, f)
+        unpacked = Path(tmp) / "unpacked"
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as z:
+                z.extractall(unpacked)
+        else:
+            with tarfile.open(archive) as t:
+                t.extractall(unpacked, filter="data")
+        for child in unpacked.iterdir():
+            target = dest / child.name
+            if not target.exists():
+                child.replace(target)

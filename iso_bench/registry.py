@@ -1,4 +1,4 @@
-"""One generic name -> object registry, used for methods, tasks and suites.
+"""One generic name -> object registry (methods, task cards, suites), and the error base of iso-bench.
 
 A duplicate name is an error; an unknown name answers with the closest known names.
 
@@ -13,17 +13,35 @@ Example:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
 
-class UnknownNameError(KeyError):
+class IsoBenchError(Exception):
+    """Base of every error that means bad input (a name, a file, a parameter, a data folder).
+
+    The message names the input and says what to do; the command line prints it without a traceback.
+    Every other exception is a bug and keeps its traceback.
+    """
+
+
+class UnknownNameError(IsoBenchError, KeyError):
     """Raised for a name that is not registered; the message suggests close matches."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+def did_you_mean(name: str, known: Iterable[str], cutoff: float = 0.5) -> str:
+    """`` Did you mean 'a' or 'b'?`` for the known names close to ``name``, else ``""``.
+
+    >>> did_you_mean("whitten", ["whiten", "center"])
+    " Did you mean 'whiten'?"
+    """
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=cutoff)
+    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 class Registry(Generic[T]):
@@ -56,9 +74,8 @@ class Registry(Generic[T]):
             raise UnknownNameError(self.unknown_message(name)) from None
 
     def unknown_message(self, name: str) -> str:
-        close = difflib.get_close_matches(name, list(self._items), n=3, cutoff=0.5)
-        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        return f"unknown {self.kind} {name!r}.{hint} Known: {', '.join(sorted(self._items))}."
+        known = ", ".join(sorted(self._items))
+        return f"unknown {self.kind} {name!r}.{did_you_mean(name, self._items)} Known: {known}."
 
     def names(self) -> list[str]:
         return list(self._items)

@@ -1,0 +1,104 @@
+"""Files: atomic writes, checksums, file modes and line reading, shared by the cache, the results and the
+reports. Pure standard library.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.json"
+    >>> atomic_write_json(p, {"x": 1}); p.read_text()
+    '{\\n  "x": 1\\n}'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+
+def default_file_mode() -> int:
+    """0o666 less the process umask: what ``open(path, "w")`` would create (``mkstemp`` uses 0o600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename: a reader sees
+    the old file or the new one, never a part."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, default_file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2))
+
+
+def texts_digest(texts: Iterable[str]) -> str:
+    """SHA-256 over the texts in order, each followed by a newline (the fit corpus record's ``texts_sha256``)."""
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode("utf-8") + b"\n")
+    return h.hexdigest()
+
+
+def _folder_hash(folder: Path, h: Any, separator: bytes) -> str:
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(folder)).encode() + separator)
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=256)
+def folder_checksum(folder: Path) -> str:
+    """SHA-256 over the relative paths and contents of every file in ``folder`` (a dataset's ``sha256``)."""
+    return _folder_hash(folder, hashlib.sha256(), b"\x00")
+
+
+def folder_revision(folder: Path) -> str:
+    """``local-<SHA-1>`` of a local model folder's files, used as its revision."""
+    return "local-" + _folder_hash(folder, hashlib.sha1(), b"")  # noqa: S324 - a name, not a security measure
+
+
+def read_lines(path: Path, error: type[Exception]) -> list[str]:
+    """The lines of a UTF-8 file, split on ``\\n`` only: the data holds no-break spaces and other
+    characters that ``str.splitlines`` would treat as line breaks. One final newline and a ``\\r``
+    before each newline are tolerated. Errors are raised as ``error`` with ``file:line``.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.txt"; _ = p.write_bytes(b"x\\xc2\\xa0y\\r\\nz\\n")
+        >>> read_lines(p, ValueError)
+        ['x\\xa0y', 'z']
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{path}: file not found") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not valid UTF-8 ({exc.reason})") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [s[:-1] if s.endswith("\r") else s for s in lines]

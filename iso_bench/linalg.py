@@ -1,0 +1,55 @@
+"""Small vector helpers shared by the methods, the measures and the task kinds (pure numpy).
+
+Example:
+    >>> import numpy as np
+    >>> paired_cosine(np.array([[1.0, 0.0], [1.0, 1.0]]), np.array([[0.0, 2.0], [2.0, 2.0]]))
+    array([0., 1.])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def fix_signs(components: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Principal directions with reproducible signs: the largest-magnitude entry of each is positive.
+
+    ``axis=0``: directions are rows (``(k, d)``, as scikit-learn's ``components_``); ``axis=1``: columns
+    (``(d, k)``, as ``numpy.linalg.eigh`` returns them). An eigensolver may return ``v`` or ``-v``; fixing the
+    sign makes every fit, and so every transform, the same on every machine.
+
+    >>> fix_signs(np.array([[0.6, -0.8], [1.0, 0.0]]))
+    array([[-0.6,  0.8],
+           [ 1. ,  0. ]])
+    """
+    rows = np.asarray(components) if axis == 0 else np.asarray(components).T
+    idx = np.abs(rows).argmax(axis=1)
+    signs = np.sign(rows[np.arange(len(rows)), idx])
+    signs[signs == 0] = 1.0
+    fixed = rows * signs[:, None]
+    return np.ascontiguousarray(fixed if axis == 0 else fixed.T)
+
+
+def unit_rows(a: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length in float64; a zero row stays zero (its cosine with anything is 0)."""
+    a = np.asarray(a, dtype=np.float64)
+    norms = np.linalg.norm(a, axis=1, keepdims=True)
+    return np.divide(a, norms, out=np.zeros(a.shape, dtype=np.float64), where=norms > 0)
+
+
+def paired_cosine(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of two aligned ``(n, d)`` arrays, shape ``(n,)``, in float64.
+
+    A zero or non-finite row has no direction, so its cosine is undefined: that is an error naming the row,
+    never a silent 0.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    if A.ndim != 2 or A.shape != B.shape:
+        raise ValueError(f"paired_cosine needs two (n, d) arrays of the same shape, got {A.shape} and {B.shape}")
+    na, nb = np.linalg.norm(A, axis=1), np.linalg.norm(B, axis=1)
+    for name, norms in (("A", na), ("B", nb)):
+        bad = np.flatnonzero(~(norms > 0) | ~np.isfinite(norms))
+        if bad.size:
+            raise ValueError(f"row {int(bad[0])} of {name} has zero or non-finite norm; its cosine is undefined")
+    return np.einsum("ij,ij->i", A, B) / (na * nb)
