@@ -6,12 +6,18 @@ the largest) of the vector, with a mean far from every other dimension's (BERT-b
 paper, 308/381 in Hugging Face reproductions; RoBERTa-base: 588 and 77). They are a property of the
 trained weights, so this module *detects* them from data and never hard-codes them.
 
-Two statistics per dimension (REFERENCE.md, "Outlier dimensions"):
+Two statistics per dimension (after Luo 2020 and Luo, Kulmizev & Mao 2021):
 
 * ``argmin_fraction[j]`` / ``argmax_fraction[j]``: the fraction of vectors in which ``j`` is the
   smallest / largest coordinate. Under isotropy every dimension scores about ``1/d``.
 * ``mean_z[j]``: dimension ``j``'s mean value in standard deviations of the *other* dimensions'
   means (leave-one-out, so a huge outlier does not inflate the yardstick it is measured with).
+
+It also holds the neuron-level analysis of Luo, Kulmizev & Mao (ACL 2021) over every layer of a model
+(:func:`analyse`): which dimensions of each layer's token vectors are, almost always, the smallest or largest
+coordinate, how far their mean lies from the other dimensions', and how their value changes with the token's
+position. It streams over batches (every layer of every token is never held at once) and uses the same
+detection as the ``clip`` method. :func:`iso_bench.report.write_outlier_reports` writes its reports.
 
 Example:
     >>> rng = np.random.default_rng(0)
@@ -23,13 +29,14 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 DEFAULT_MIN_Z = 3.0
-"""Default ``min_z``: "several standard deviations" (REFERENCE.md). Among d means of isotropic data
+"""Default ``min_z``: "several standard deviations" (Luo et al.). Among d means of isotropic data
 ``|z| >= 3`` happens by chance in ~0.3% of dimensions, and detection needs the fraction test as well."""
 
 
@@ -160,7 +167,7 @@ def detect_outliers(
 ) -> list[int]:
     """Indices (ascending) of the outlier dimensions of ``X`` (or of precomputed statistics).
 
-    A dimension is an outlier when **both** hold (REFERENCE.md):
+    A dimension is an outlier when **both** hold (the two criteria of Luo et al.):
 
     * it is the smallest or the largest coordinate in at least ``min_fraction`` of the vectors
       (default :func:`default_min_fraction`), and
@@ -190,3 +197,118 @@ def detect_outliers(
         raise ValueError(f"min_z must be >= 0, got {min_z}")
     hit = (stats.fraction >= min_fraction) & (np.abs(stats.mean_z) >= min_z)
     return [int(j) for j in np.flatnonzero(hit)]
+
+
+# ------------------------------------------------------------------ the per-layer analysis
+
+MAX_POSITION = 64  # positions beyond this are pooled into the last bucket of the position profile
+
+
+@dataclass
+class LayerReport:
+    """The analysis of one hidden-state layer (0 = embeddings)."""
+
+    layer: int
+    stats: OutlierStats
+    outliers: list[int]
+    position_mean: np.ndarray  # (MAX_POSITION, dim): mean value per token position (1 = first real token)
+    position_count: np.ndarray  # (MAX_POSITION,)
+
+    def position_correlation(self, dim: int) -> float:
+        """Pearson correlation between token position and the dimension's mean value at that position."""
+        have = self.position_count > 0
+        pos = np.arange(1, MAX_POSITION + 1)[have]
+        values = self.position_mean[have, dim]
+        if len(pos) < 3 or values.std() == 0:
+            return float("nan")
+        return float(np.corrcoef(pos, values)[0, 1])
+
+    def top(self, k: int) -> list[dict[str, Any]]:
+        rows = []
+        for j in self.stats.top(k):
+            rows.append({
+                "dim": j,
+                "argmin_fraction": float(self.stats.argmin_fraction[j]),
+                "argmax_fraction": float(self.stats.argmax_fraction[j]),
+                "mean": float(self.stats.mean[j]),
+                "mean_z": float(self.stats.mean_z[j]),
+                "position_correlation": _finite_or_none(self.position_correlation(j)),
+                "outlier": j in self.outliers,
+            })
+        return rows
+
+
+@dataclass
+class OutlierReport:
+    """The per-layer analysis of one model on one corpus (:func:`analyse`); ``to_dict`` is its JSON form."""
+
+    model: str
+    revision: str
+    corpus: str
+    n_texts: int
+    n_tokens: int
+    layers: list[LayerReport] = field(default_factory=list)
+
+    def to_dict(self, top: int = 10) -> dict[str, Any]:
+        return {
+            "model": self.model, "revision": self.revision, "corpus": self.corpus,
+            "n_texts": self.n_texts, "n_tokens": self.n_tokens,
+            "detection": "fraction as argmin/argmax >= max(10/d, 0.05) (capped at 0.5) and |mean z| >= 3",
+            "layers": [{"layer": r.layer, "outliers": r.outliers, "top": r.top(top),
+                        "position_profile": {str(j): _rounded(r.position_mean[r.position_count > 0, j])
+                                             for j in r.outliers}} for r in self.layers],
+        }
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if np.isfinite(value) else None
+
+
+def _rounded(values: np.ndarray) -> list[float]:
+    return [round(float(v), 4) for v in values]
+
+
+def analyse(backbone: Any, texts: Sequence[str], layers: Sequence[int] | None = None, *, batch_size: int = 32,
+            progress: bool = True, corpus: str = "") -> OutlierReport:
+    """Accumulate per-layer statistics of every real token vector of ``texts``; see the module doc.
+
+    ``backbone`` is an :class:`iso_bench.backbone.Backbone` (or anything with ``model.config``, ``dim``,
+    ``model_id``, ``revision`` and ``iter_hidden_states``).
+
+    >>> report = analyse(backbone, sentences, layers=None)           # doctest: +SKIP
+    >>> report.layers[-1].outliers                                   # doctest: +SKIP
+    [308, 381]
+    """
+    n_states = backbone.model.config.num_hidden_layers + 1
+    wanted = list(range(n_states)) if layers is None else [lay % n_states for lay in layers]
+    for lay in layers or []:
+        if not -n_states <= lay < n_states:
+            raise ValueError(f"layer {lay} does not exist: the model has hidden states 0..{n_states - 1}")
+    d = backbone.dim
+    acc = {lay: {"n": 0, "argmin": np.zeros(d, np.int64), "argmax": np.zeros(d, np.int64),
+                 "sum": np.zeros(d), "sumsq": np.zeros(d),
+                 "pos_sum": np.zeros((MAX_POSITION, d)), "pos_n": np.zeros(MAX_POSITION, np.int64)} for lay in wanted}
+    for states, real in backbone.iter_hidden_states(texts, batch_size=batch_size, progress=progress,
+                                                    desc="outlier analysis"):
+        position = np.minimum(np.cumsum(real, axis=1), MAX_POSITION)[real] - 1  # 0-based bucket per real token
+        for lay in wanted:
+            X = states[lay][real].astype(np.float64)
+            a = acc[lay]
+            a["n"] += len(X)
+            a["argmin"] += np.bincount(X.argmin(axis=1), minlength=d)
+            a["argmax"] += np.bincount(X.argmax(axis=1), minlength=d)
+            a["sum"] += X.sum(0)
+            a["sumsq"] += (X * X).sum(0)
+            np.add.at(a["pos_sum"], position, X)
+            a["pos_n"] += np.bincount(position, minlength=MAX_POSITION)
+    report = OutlierReport(backbone.model_id, str(backbone.revision), corpus, len(texts), acc[wanted[0]]["n"])
+    if report.n_tokens == 0:
+        raise ValueError("the corpus has no tokens to analyse")
+    for lay in wanted:
+        a = acc[lay]
+        mean = a["sum"] / a["n"]
+        std = np.sqrt(np.maximum(a["sumsq"] / a["n"] - mean * mean, 0.0))
+        stats = stats_from_moments(a["n"], a["argmin"], a["argmax"], mean, std)
+        pos_mean = a["pos_sum"] / np.maximum(a["pos_n"], 1)[:, None]
+        report.layers.append(LayerReport(lay, stats, detect_outliers(stats), pos_mean, a["pos_n"]))
+    return report

@@ -1,4 +1,4 @@
-"""The streaming neuron-level analysis equals the direct computation, and finds planted outliers."""
+"""The streaming neuron-level analysis equals the direct computation, finds planted outliers, and is reported."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from iso_bench.outlier_analysis import analyse, write_reports
-from iso_bench.outliers import outlier_stats
+from iso_bench.outliers import analyse, outlier_stats
+from iso_bench.report import write_outlier_reports
 
 TEXTS = ["the cat sat on the mat", "a dog", "the man is playing the guitar , the woman plays piano !", "a girl"]
 
@@ -63,7 +63,7 @@ def test_planted_outlier_is_found_with_its_position_trend(tmp_path) -> None:
     assert layer1.stats.argmin_fraction[5] == 1.0
     assert layer1.position_correlation(5) == pytest.approx(-1.0)
     assert layer1.position_count[:8].tolist() == [40] * 8 and layer1.position_count[8:].sum() == 0
-    md, js, png = write_reports(report, tmp_path)
+    md, js, png = write_outlier_reports(report, tmp_path)
     data = json.loads(js.read_text())
     assert data["layers"][1]["outliers"] == [5] and data["layers"][1]["top"][0]["dim"] == 5
     assert "| 1       | 5                    |" in md.read_text() and png.read_bytes()[:4] == b"\x89PNG"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iso_bench.leaderboard import main_leaderboard
+from iso_bench.report import write_leaderboard
 
 LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"
 
@@ -13,8 +13,9 @@ def test_committed_leaderboard_renders_again_byte_for_byte(tmp_path: Path) -> No
     committed = LEADERBOARDS / "leaderboard.md"
     assert committed.is_file(), "leaderboards/leaderboard.md is missing"
     out = tmp_path / "leaderboard.md"  # the same file name, so the plot links come out the same
-    assert main_leaderboard([str(LEADERBOARDS), "-o", str(out)]) == 0
+    written = write_leaderboard(LEADERBOARDS, out)
     assert out.read_bytes() == committed.read_bytes()
+    assert [p.name for p in written[1:]] == sorted(p.name for p in LEADERBOARDS.glob("leaderboard-*.png"))
 
 
 def test_committed_plots_are_linked_and_present() -> None:

@@ -1,0 +1,95 @@
+"""Reporting: results folder -> leaderboard (markdown, CSV, LaTeX, plots); the run summary; outlier reports.
+
+The flow is one way: :mod:`.results` reads the mteb result files, :mod:`.board` aggregates them into a table
+model (groups from the task cards, means, the model comparison; :mod:`.provenance` under every table),
+:mod:`.tables` and :mod:`.plots` render it. No argparse here: the command line calls these functions.
+Importing this package loads neither torch nor mteb; matplotlib only when a plot is drawn.
+
+Example:
+    >>> text = write_leaderboard("results")                                 # doctest: +SKIP
+    >>> paths = write_leaderboard("results", "leaderboards/leaderboard.md")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from iso_bench.files import atomic_write_text
+from iso_bench.report.board import Leaderboard, build_leaderboard
+from iso_bench.report.plots import plot_data, plot_outliers, write_plots
+from iso_bench.report.results import LeaderboardError, Result, read_results, split_model_name
+from iso_bench.report.tables import (
+    RENDERERS,
+    format_summary,
+    markdown_table,
+    render_csv,
+    render_latex,
+    render_markdown,
+    render_outlier_markdown,
+    summary_header,
+)
+
+if TYPE_CHECKING:
+    from iso_bench.outliers import OutlierReport
+
+FORMATS: tuple[str, ...] = tuple(RENDERERS)
+
+
+def render(board: Leaderboard, fmt: str = "markdown") -> str:
+    """``board`` in one of :data:`FORMATS`; :class:`LeaderboardError` for another name."""
+    if fmt not in RENDERERS:
+        raise LeaderboardError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+    return RENDERERS[fmt](board)
+
+
+def write_leaderboard(results_dir: str | Path, output: str | Path | None = None, fmt: str = "markdown",
+                      plot: bool = True) -> list[Path] | str:
+    """The leaderboard of ``results_dir``: its text when ``output`` is None, else the files written.
+
+    With ``output``, markdown also gets one plot per model (``<stem>-<model>.png`` beside ``output``, linked
+    from it) unless ``plot`` is False; the paths come back output first, then the plots, sorted. Raises
+    :class:`LeaderboardError` (an ``IsoBenchError``: bad input, with the folder or file named) for a missing
+    or empty folder, a malformed result file or an unknown format.
+
+    >>> write_leaderboard("leaderboards", "leaderboards/leaderboard.md")   # doctest: +SKIP
+    [PosixPath('leaderboards/leaderboard.md'), PosixPath('leaderboards/leaderboard-org__model.png')]
+    """
+    if fmt not in RENDERERS:
+        raise LeaderboardError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+    board = build_leaderboard(read_results(results_dir))
+    if output is None:
+        return render(board, fmt)
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(board, out.parent, out.stem) if fmt == "markdown" and plot else {}
+    atomic_write_text(out, render_markdown(board, plots) if plots else render(board, fmt))
+    return [out, *(out.parent / name for name in sorted(plots.values()))]
+
+
+def write_outlier_reports(report: OutlierReport, folder: str | Path, top: int = 5) -> list[Path]:
+    """Write ``<model>-outliers.{md,json,png}`` of an :class:`iso_bench.outliers.OutlierReport` into ``folder``.
+
+    Returns the paths, markdown first. The markdown lists ``top`` dimensions per layer, the JSON
+    ``max(top, 10)``.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = report.model.replace("/", "__") + "-outliers"
+    png, md, js = folder / f"{stem}.png", folder / f"{stem}.md", folder / f"{stem}.json"
+    plot_outliers(report, png, top)
+    atomic_write_text(md, render_outlier_markdown(report, top, png.name) + "\n")
+    atomic_write_text(js, json.dumps(report.to_dict(max(top, 10)), indent=2, sort_keys=True, allow_nan=False,
+                                     default=_json_default) + "\n")
+    return [md, js, png]
+
+
+def _json_default(value: Any) -> Any:
+    raise TypeError(f"not JSON serialisable: {value!r}")
+
+
+__all__ = ["FORMATS", "Leaderboard", "LeaderboardError", "Result", "build_leaderboard", "format_summary",
+           "markdown_table", "plot_data", "read_results", "render", "render_csv", "render_latex", "render_markdown",
+           "render_outlier_markdown", "split_model_name", "summary_header", "write_leaderboard",
+           "write_outlier_reports", "write_plots"]

@@ -1,0 +1,126 @@
+"""Figures: each model's isotropy against its mean STS scores (from the leaderboard's tables), and the
+outlier report's heatmap.
+
+matplotlib is imported inside the functions that draw (Agg backend). Fixed size and dpi, no software or
+time metadata: the same data give the same bytes with the same matplotlib.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from iso_bench.files import atomic_write_bytes
+from iso_bench.report.board import Leaderboard, Section
+
+if TYPE_CHECKING:
+    from iso_bench.outliers import OutlierReport
+
+
+@dataclass(frozen=True)
+class Plot:
+    """Points ``(variant, x, y)`` per series: a model's isotropy against each of its STS means."""
+
+    title: str
+    x_label: str
+    y_label: str
+    series: tuple[tuple[str, tuple[tuple[str, float, float], ...]], ...]
+
+
+def plot_data(section: Section) -> Plot | None:
+    """What a section's plot shows, read from its tables (so plot and tables agree by construction).
+
+    x: the first diagnostics table's sentence IsoScore (else its first column); y: every "mean" column of the
+    ranked tables; a variant is a point where both are present. None when there is nothing to plot. IsoScore,
+    not I(W): I(W) is not defined by the vectors alone where the eigenvalues of WᵀW are equal (whitening).
+    """
+    diag = next((t for t in section.tables if any(c.kind == "diagnostic" for c in t.columns)), None)
+    if diag is None:
+        return None
+    j = next((i for i, c in enumerate(diag.columns) if c.key.endswith("/sentence_isoscore")), 0)
+    xs = {row.variant: row.cells[j].value for row in diag.rows if row.cells[j].value is not None}
+    series = []
+    for table in section.tables:
+        for k, col in enumerate(table.columns):
+            points = tuple((row.variant, xs[row.variant], row.cells[k].value) for row in table.rows
+                           if col.kind == "mean" and row.variant in xs and row.cells[k].value is not None)
+            series += [(col.label, points)] if points else []
+    if not series:
+        return None
+    task = diag.columns[j].key.rsplit("/", 1)[0]
+    return Plot(f"{section.title} @ {diag.rows[0].revision[:12]}",
+                f"{diag.columns[j].label} on {task}", "mean STS score × 100", tuple(series))  # type: ignore[arg-type]
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt: Any, fig: Any, path: Path) -> None:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def write_plots(board: Leaderboard, folder: str | Path, stem: str) -> dict[str, str]:
+    """Save each model's isotropy-vs-STS plot as ``<stem>-<key>.png`` in ``folder``; returns key -> file name.
+
+    >>> write_plots(board, "leaderboards", "minilm")               # doctest: +SKIP
+    {'sentence-transformers__all-MiniLM-L6-v2': 'minilm-sentence-transformers__all-MiniLM-L6-v2.png'}
+    """
+    plots = [(s.key, p) for s in board.sections if (p := plot_data(s)) is not None]
+    if not plots:
+        return {}
+    plt = _pyplot()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, plot in plots:
+        _draw(plt, plot, folder / f"{stem}-{key}.png")
+    return {key: f"{stem}-{key}.png" for key, _ in plots}
+
+
+def _draw(plt: Any, plot: Plot, path: Path) -> None:
+    with plt.rc_context({"font.size": 9}):
+        fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
+        for (label, points), marker in zip(plot.series, "os^Dv<>p", strict=False):
+            ax.scatter([p[1] for p in points], [p[2] for p in points], marker=marker, label=label)
+            # variants at the same point (e.g. clip that zeroed nothing, and raw) share one label
+            labels: dict[tuple[float, float], list[str]] = {}
+            for variant, x, y in points:
+                labels.setdefault((x, y), []).append(variant)
+            for (x, y), variants in labels.items():
+                ax.annotate(", ".join(variants), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=8)
+        ax.set(xlabel=plot.x_label, ylabel=plot.y_label, title=plot.title)
+        ax.margins(x=0.15, y=0.1)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+        _save(plt, fig, path)
+
+
+def plot_outliers(report: OutlierReport, path: str | Path, top: int = 5) -> None:
+    """Heatmap PNG: layers by the union of each layer's top dimensions, coloured by extreme-value fraction."""
+    import numpy as np
+
+    plt = _pyplot()
+    dims = sorted({j for r in report.layers for j in r.stats.top(top)})
+    grid = np.array([[r.stats.fraction[j] for j in dims] for r in report.layers])
+    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(dims) + 2), 0.4 * len(report.layers) + 1.5), dpi=100)
+    image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=1)
+    ax.set_xticks(range(len(dims)), [str(j) for j in dims], rotation=90, fontsize=7)
+    ax.set_yticks(range(len(report.layers)), [str(r.layer) for r in report.layers], fontsize=7)
+    ax.set_xlabel("dimension")
+    ax.set_ylabel("layer (0 = embeddings)")
+    ax.set_title(f"{report.model}\nfraction of token vectors in which the dimension is the min or the max",
+                 fontsize=8)
+    fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    _save(plt, fig, Path(path))

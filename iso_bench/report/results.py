@@ -1,0 +1,144 @@
+"""Read an iso-bench results folder: mteb's layout, ``RESULTS_DIR/results/<model>/<revision>/<Task>.json``.
+
+Plain ``json``, no mteb import. A model name is ``<base model>+<method spec>``; the base is the part before
+the last ``+``. Each task result file becomes one :class:`Result`: its main score, every metric of its main
+entry, and the ``iso_bench`` provenance record the runner wrote into it.
+
+>>> sorted({r.task for r in read_results("results")})         # doctest: +SKIP
+['STS12', 'STSBenchmark']
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from iso_bench.registry import IsoBenchError
+
+
+class LeaderboardError(IsoBenchError, ValueError):
+    """A results folder that cannot be turned into a leaderboard (missing, empty, or a malformed file)."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """The main entry of one task result file."""
+
+    file: str  # path under the results folder, posix
+    base: str  # base model id
+    variant: str  # method spec
+    revision: str
+    task: str
+    main_score: float | None  # a fraction; None when the file holds a non-finite score
+    scores: Mapping[str, Any]  # every metric of the entry
+    record: Mapping[str, Any]  # the iso_bench provenance record ({} when absent)
+    mteb_version: str | None = None
+    date: str | None = None  # YYYY-MM-DD, UTC
+    dataset_revision: str | None = None
+
+    @property
+    def method(self) -> str:
+        """The method as recorded (``whiten-256``), else the variant's spec."""
+        variant = self.record.get("variant")
+        method = variant.get("method") if isinstance(variant, dict) else None
+        return str(method) if method else self.variant
+
+    @property
+    def fits(self) -> list[dict[str, Any]]:
+        """The recorded fits (one per level), each with its ``learned`` state; [] when none is recorded."""
+        fit = self.record.get("fit")
+        fits = fit.get("fits") if isinstance(fit, dict) else None
+        return [f for f in fits if isinstance(f, dict)] if isinstance(fits, list) else []
+
+
+def split_model_name(name: str) -> tuple[str, str]:
+    """``(base, spec)``: ``split_model_name("org/m+whiten-256") == ("org/m", "whiten-256")``."""
+    base, plus, spec = name.rpartition("+")
+    return (base, spec) if plus and base and spec else (name, "(as is)")
+
+
+def read_results(results_dir: str | Path) -> list[Result]:
+    """Every task result under ``results_dir/results/`` (or under ``results_dir`` itself), sorted.
+
+    Raises :class:`LeaderboardError` naming the folder or the file when the folder is missing or holds
+    no result, or a file is not a task result (bad JSON, no ``task_name``, ``scores`` or ``main_score``).
+
+    >>> sorted({r.task for r in read_results("results")})         # doctest: +SKIP
+    ['STS12', 'STSBenchmark']
+    """
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise LeaderboardError(f"{root}: no such results folder")
+    top = root / "results" if (root / "results").is_dir() else root
+    files = sorted(p for p in top.glob("*/*/*.json") if p.name != "model_meta.json")
+    if not files:
+        raise LeaderboardError(f"{root}: no result files (expected {top}/<model>/<revision>/<task>.json)")
+    names: dict[Path, str] = {}
+    seen: dict[tuple[str, str, str, str], Result] = {}
+    for path in files:
+        if path.parent.parent not in names:
+            names[path.parent.parent] = _model_name(path.parent.parent)
+        r = _parse(path, path.relative_to(top).as_posix(), *split_model_name(names[path.parent.parent]))
+        if (r.base, r.revision, r.variant, r.task) in seen:
+            first = seen[r.base, r.revision, r.variant, r.task].file
+            raise LeaderboardError(f"{path}: a second result for {r.task} of {r.base}+{r.variant} (first: {first})")
+        seen[r.base, r.revision, r.variant, r.task] = r
+    return [seen[k] for k in sorted(seen)]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise LeaderboardError(f"{path}: not a readable JSON file ({exc})") from exc
+
+
+def _model_name(folder: Path) -> str:
+    """The name in ``model_meta.json`` when there is one, else the folder's (mteb writes ``/`` as ``__``)."""
+    metas = sorted(folder.glob("*/model_meta.json"))
+    if not metas:
+        return folder.name.replace("__", "/")
+    meta = _read_json(metas[0])
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise LeaderboardError(f'{metas[0]}: malformed model_meta.json (no "name" string)')
+    return meta["name"]
+
+
+def _parse(path: Path, rel: str, base: str, variant: str) -> Result:
+    data = _read_json(path)
+
+    def bad(why: str) -> LeaderboardError:
+        return LeaderboardError(f"{path}: malformed task result: {why}")
+
+    if not isinstance(data, dict):
+        raise bad("not a JSON object")
+    task, splits = data.get("task_name"), data.get("scores")
+    if not isinstance(task, str) or not task:
+        raise bad('no "task_name" string')
+    if not isinstance(splits, dict) or not splits:
+        raise bad('no "scores" object with a split')
+    split = "test" if "test" in splits else sorted(splits)[0]
+    entries = splits[split]
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise bad(f'"scores.{split}" is not a non-empty list of objects')
+    for e in entries:
+        if isinstance(e.get("main_score"), bool) or not isinstance(e.get("main_score"), (int, float)):
+            raise bad(f'"main_score" of split {split!r} is not a number: {e.get("main_score")!r}')
+    main = math.fsum(e["main_score"] for e in entries) / len(entries)  # subsets: their mean, as mteb
+    entry = next((e for e in entries if e.get("hf_subset") == "default"), entries[0])
+    record = entry.get("iso_bench") or {}
+    if not isinstance(record, dict):
+        raise bad('"iso_bench" is not an object')
+    version, day, dataset = data.get("mteb_version") or entry.get("mteb_version"), None, data.get("dataset_revision")
+    stamp = data.get("date")
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and math.isfinite(stamp):
+        day = datetime.fromtimestamp(stamp, tz=timezone.utc).date().isoformat()
+    elif isinstance(stamp, str) and len(stamp) >= 10 and stamp[4] == stamp[7] == "-":
+        day = stamp[:10]
+    return Result(rel, base, variant, path.parent.name, task, main if math.isfinite(main) else None, entry, record,
+                  None if version is None else str(version), day, None if dataset is None else str(dataset))

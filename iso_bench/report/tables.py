@@ -1,0 +1,239 @@
+"""Renderers of the table model (:mod:`.board`): markdown (tabulate), CSV and LaTeX; the run summary of
+``iso-bench run``; the markdown of an outlier report.
+
+Pure functions of their input, so the same results always give the same bytes. Numbers are formatted once
+(:func:`format_cell`), with the same rules in every format.
+
+>>> board = build_leaderboard(read_results("results"))          # doctest: +SKIP
+>>> text = render_markdown(board)                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from tabulate import tabulate
+
+from iso_bench.report.board import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Table
+from iso_bench.report.plots import plot_data
+
+if TYPE_CHECKING:
+    from iso_bench.outliers import OutlierReport
+
+MISSING = "–"  # en dash: a missing result
+MINUS = "−"  # U+2212 in markdown; CSV uses "-" and LaTeX "$-$"
+
+
+def format_number(value: float, fmt: str, minus: str = "-") -> str:
+    """``82.03`` for a percent, ``0.7666`` for a fraction (``1.2e-05`` when tiny); ``minus`` for a negative.
+
+    >>> format_number(82.0349, "percent"), format_number(0.766573, "fraction"), format_number(1.2e-5, "fraction")
+    ('82.03', '0.7666', '1.2e-05')
+    """
+    if fmt == "percent":
+        text = f"{value:.{PERCENT_DECIMALS}f}"
+    else:
+        text = f"{value:.4f}" if value == 0 or abs(value) >= 1e-3 else f"{value:.1e}"
+    return minus + text[1:] if text.startswith("-") else text
+
+
+def format_delta(delta: float, fmt: str, minus: str = MINUS, zero: str = "±") -> str:
+    """A signed difference: ``+1.20``, ``−2.10`` and ``±0.00`` (zero as shown).
+
+    >>> format_delta(-2.1, "percent"), format_delta(0.0, "percent"), format_delta(0.5, "percent", "-")
+    ('−2.10', '±0.00', '+0.50')
+    """
+    text = format_number(abs(delta), fmt)
+    if float(text) == 0:
+        return f"{zero}{text}"
+    return f"{'+' if delta > 0 else minus}{text}"
+
+
+def format_cell(cell: Cell, column: Column, minus: str = MINUS) -> str:
+    """``82.03``, ``79.93 (−2.10)`` or ``–`` (missing or withheld), without emphasis (each renderer adds its own
+    bold)."""
+    if cell.value is None:
+        return MISSING
+    text = format_number(cell.value, column.fmt, minus)
+    return text if cell.delta is None else f"{text} ({format_delta(cell.delta, column.fmt, minus)})"
+
+
+def _label(row: Row, attr: str) -> str:
+    if attr == "variant":  # "clip (best)"; a tag that is a phrase of its own: "clip = raw (no dimension zeroed)"
+        return row.variant + (f" {row.tag}" if row.tag.startswith("=") else f" ({row.tag})" if row.tag else "")
+    return row.revision[:12] if attr == "revision" else getattr(row, attr)
+
+
+def _grid(table: Table, bold: Callable[[str], str], minus: str, escape: Callable[[str], str]) -> list[list[str]]:
+    return [[escape(_label(row, a)) for a in table.labels]
+            + [bold(escape(format_cell(c, col, minus))) if c.best else escape(format_cell(c, col, minus))
+               for c, col in zip(row.cells, table.columns, strict=True)] for row in table.rows]
+
+
+def _tabulate(table: Table, fmt: str, bold: Callable[[str], str], minus: str, escape: Callable[[str], str]) -> str:
+    headers = [escape(h) for h in (*table.labels, *(c.label for c in table.columns))]
+    align = ("left",) * len(table.labels) + ("right",) * len(table.columns)
+    return tabulate(_grid(table, bold, minus, escape), headers=headers, tablefmt=fmt, disable_numparse=True,
+                    colalign=align)
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table(table: Table) -> str:
+    """One table in GitHub markdown (tabulate's "pipe"), then its notes and its provenance, as lists."""
+    out = [_tabulate(table, "pipe", lambda s: f"**{s}**", MINUS, _md_escape), ""]
+    out += [f"- {n}" for n in table.notes] + ["", "Provenance:", ""]
+    for name, values in table.provenance:
+        if len(values) == 1:
+            out.append(f"- {name}: {_md_value(name, values[0])}")
+        else:
+            out += [f"- {name}:"] + [f"  - {_md_value(name, v)}" for v in values]
+    return "\n".join(out) + "\n"
+
+
+def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) -> str:
+    """The leaderboard as GitHub markdown; ``plots`` maps a section's key to its plot's relative file name.
+
+    A section per model (a table per task group, each followed by its notes and provenance), then the
+    model comparison. Deterministic: a function of the data only.
+    """
+    out = ["# iso-bench leaderboard", "",
+           f"Built from {board.n_files} result files. Every table is followed by the provenance of its numbers; "
+           f"{MISSING} is a missing result, never averaged.", ""]
+    for section in board.sections:
+        out += [f"## {section.title}", ""] + ([section.subtitle, ""] if section.subtitle else [])
+        for table in section.tables:
+            out += [f"### {table.title}", "", markdown_table(table)]
+        plot = plot_data(section) if plots and section.key in plots else None
+        if plot is not None:
+            out += [f"![{plot.y_label} against {plot.x_label}, {plot.title}]({plots[section.key]})", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _md_value(name: str, value: str) -> str:
+    return f"`{value}`" if name == "command" and value.startswith("iso-bench") else value
+
+
+def render_csv(board: Leaderboard) -> str:
+    """One line per cell (tidy): table, model, revision, variant, tag, column, value, delta_vs_raw, best.
+
+    Numbers as shown in markdown but plain (ASCII minus, no ``±``), so ``float()`` reads them; an empty
+    value is a missing result, or one withheld (I(W) of whitened vectors). Notes and provenance stay in the
+    markdown and LaTeX outputs.
+    """
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["table", "model", "revision", "variant", "tag", "column", "value", "delta_vs_raw", "best"])
+    for section in board.sections:
+        for table in section.tables:
+            for row in table.rows:
+                for cell, col in zip(row.cells, table.columns, strict=True):
+                    value = "" if cell.value is None else format_number(cell.value, col.fmt)
+                    delta = "" if cell.delta is None else format_delta(cell.delta, col.fmt, "-", "")
+                    writer.writerow([table.title, row.model, row.revision, row.variant, row.tag, col.label,
+                                     value, delta, "1" if cell.best else "0"])
+    return buf.getvalue()
+
+
+_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", MINUS: "$-$", MISSING: "--",
+          "×": r"$\times$", "±": r"$\pm$", "ᵀ": r"$^\top$"}
+
+
+def latex_escape(text: str) -> str:
+    r"""Text safe in LaTeX: ``latex_escape("a_b × 2")`` is ``a\_b $\times$ 2``."""
+    return "".join(_LATEX.get(ch, ch) for ch in text)
+
+
+def render_latex(board: Leaderboard) -> str:
+    """One ``table`` float per table (booktabs rules), its notes and provenance in small print below."""
+    out = ["% iso-bench leaderboard; needs \\usepackage{booktabs}", ""]
+    for section in board.sections:
+        for table in section.tables:
+            body = _tabulate(table, "latex_raw", lambda s: f"\\textbf{{{s}}}", MINUS, latex_escape).splitlines()
+            rules = iter(("\\toprule", "\\midrule", "\\bottomrule"))
+            body = [next(rules) if line == "\\hline" else line for line in body]
+            caption = latex_escape(f"{section.title}: {table.title}")
+            out += ["\\begin{table}[ht]", "\\centering", "\\small", f"\\caption{{{caption}}}", *body, "",
+                    "\\smallskip", "\\footnotesize\\raggedright"]
+            out += [f"{latex_escape(n)}\\\\" for n in table.notes]
+            out += [f"\\textit{{{latex_escape(name)}}}: {'; '.join(_latex_value(name, v) for v in values)}\\\\"
+                    for name, values in table.provenance]
+            out += ["\\end{table}", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _latex_value(name: str, value: str) -> str:
+    if name == "command" and value.startswith("iso-bench"):
+        return f"\\texttt{{{latex_escape(value).replace('--', '-{}-')}}}"
+    return latex_escape(value)
+
+
+RENDERERS: dict[str, Callable[[Leaderboard], str]] = {"markdown": render_markdown, "csv": render_csv,
+                                                      "latex": render_latex}
+
+# ------------------------------------------------------------------ the run summary of `iso-bench run`
+
+
+def format_summary(summary: Any) -> str:
+    """A small plain table of main scores x 100, variants as rows (``summary``: a RunSummary, with ``.scores``
+    by variant model name and task, and ``.tasks``)."""
+    short = {name: name.rpartition("+")[2] for name in summary.scores}
+    headers = ["variant", *summary.tasks]
+    rows = []
+    for name, row in summary.scores.items():
+        rows.append([short[name], *[("–" if row.get(t) is None else f"{100 * row[t]:.2f}") for t in summary.tasks]])
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def summary_header(summary: Any) -> str:
+    """The line above :func:`format_summary`: the model, and the metric of each group of tasks that ran.
+
+    >>> import types
+    >>> summary_header(types.SimpleNamespace(model="m", revision="r", tasks=["Banking77Classification"]))
+    'm @ r: main score x 100 (Banking77Classification: main score)'
+    """
+    from iso_bench.cards import Group, find_card
+
+    groups: dict[str, Group] = {}
+    uncarded: list[str] = []
+    for task in summary.tasks:
+        card = find_card(task)
+        if card is None:
+            uncarded.append(task)
+        else:
+            groups.setdefault(card.group.key, card.group)
+    parts = [f"{g.title}: {g.metric}" for g in sorted(groups.values(), key=lambda g: (g.order, g.key))]
+    parts += [f"{', '.join(uncarded)}: main score"] if uncarded else []
+    return f"{summary.model} @ {summary.revision}: main score x 100" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+# ------------------------------------------------------------------ the outlier report
+
+
+def render_outlier_markdown(report: OutlierReport, top: int = 5, png_name: str | None = None) -> str:
+    """A markdown report: per layer, the detected outliers and the top dimensions with their statistics."""
+    lines = [f"# Outlier dimensions of {report.model}", "",
+             f"Revision `{report.revision}`; corpus: {report.corpus} ({report.n_texts:,} texts, "
+             f"{report.n_tokens:,} token vectors, special tokens excluded).", "",
+             "A dimension is an outlier when it is the smallest or largest coordinate of at least max(10/d, 5%) "
+             "of the token vectors and its mean lies at least 3 standard deviations (of the other dimensions' "
+             "means) from the others; `clip` uses the same rule. *pos. corr.* is the Pearson correlation between "
+             "token position and the dimension's mean value at that position.", ""]
+    if png_name:
+        lines += [f"![extreme-value fraction per layer]({png_name})", ""]
+    summary = [[r.layer, ", ".join(map(str, r.outliers)) or "none"] for r in report.layers]
+    lines += [tabulate(summary, headers=["layer", "outlier dimensions"], tablefmt="github", disable_numparse=True), ""]
+    for r in report.layers:
+        rows = [[t["dim"], f"{t['argmin_fraction']:.3f}", f"{t['argmax_fraction']:.3f}", f"{t['mean']:.3f}",
+                 f"{t['mean_z']:.1f}", "–" if t["position_correlation"] is None else f"{t['position_correlation']:.2f}",
+                 "yes" if t["outlier"] else ""] for t in r.top(top)]
+        lines += [f"## Layer {r.layer}", "",
+                  tabulate(rows, headers=["dim", "argmin frac.", "argmax frac.", "mean", "mean z", "pos. corr.",
+                                          "outlier"], tablefmt="github", disable_numparse=True), ""]
+    return "\n".join(lines)
