@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from iso_bench.mteb_plugin import DEFAULT_METHODS
-from iso_bench.runner import DEFAULT_MODEL, RunConfig, RunSummary, run
+from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL
+from iso_bench.runner import RunConfig, RunSummary, run
 
 
 def timed(cfg: RunConfig) -> tuple[float, RunSummary]:

@@ -11,11 +11,13 @@ Example:
     >>> bb = Backbone("sentence-transformers/all-MiniLM-L6-v2")       # doctest: +SKIP
     >>> bb.encode(["A man plays a guitar."], kinds=("sentence",))["sentence"][0].shape  # doctest: +SKIP
     (384,)
+
+torch and transformers are imported inside the functions that need them: importing this module (the command
+line reads :data:`POOLINGS`) loads neither.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -26,10 +28,22 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.files import folder_revision
+from iso_bench.registry import IsoBenchError
+
 logger = logging.getLogger(__name__)
 
 POOLINGS = ("mean", "cls", "first-last-avg")
+"""The sentence poolings :class:`Extraction` accepts (``--pooling`` offers these)."""
 KINDS = ("sentence", "tokens", "span")
+
+
+class BackboneError(IsoBenchError, RuntimeError):
+    """The model cannot be loaded or run as asked; the message names the model and what to do."""
+
+
+class ExtractionError(IsoBenchError, ValueError):
+    """Extraction settings that no model can honour (an unknown pooling, a too small ``max_length``)."""
 
 
 @dataclass(frozen=True)
@@ -49,9 +63,9 @@ class Extraction:
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {self.pooling!r}; choose one of {', '.join(POOLINGS)}")
+            raise ExtractionError(f"unknown pooling {self.pooling!r}; choose one of {', '.join(POOLINGS)}")
         if self.max_length < 2:
-            raise ValueError(f"max_length must be at least 2, got {self.max_length}")
+            raise ExtractionError(f"max_length must be at least 2, got {self.max_length}")
 
     def key(self) -> str:
         """A short stable name for cache folders."""
@@ -61,10 +75,6 @@ class Extraction:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class BackboneError(RuntimeError):
-    """The model cannot be loaded or run; the message names the model and what to do."""
 
 
 def _read_json(folder_or_id: str, filename: str, revision: str | None) -> dict | list | None:
@@ -104,17 +114,6 @@ def default_extraction(model_id: str, revision: str | None = None) -> Extraction
     st_cfg = _read_json(model_id, "sentence_bert_config.json", revision) or {}
     max_length = int(st_cfg.get("max_seq_length", 512)) if isinstance(st_cfg, dict) else 512
     return Extraction(pooling=pooling, normalize=normalize, max_length=max_length)
-
-
-def folder_digest(folder: Path) -> str:
-    """A content hash of a local model folder, used as its revision."""
-    h = hashlib.sha1()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        h.update(str(path.relative_to(folder)).encode())
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return "local-" + h.hexdigest()
 
 
 class Backbone:
@@ -158,7 +157,8 @@ class Backbone:
                 if offline
                 else "check the id and revision, or pass a local folder"
             )
-            raise BackboneError(f"cannot load model {model_id!r} (revision {revision}): {exc}. {hint}") from exc
+            reason = str(exc).strip().rstrip(".")
+            raise BackboneError(f"cannot load model {model_id!r} (revision {revision}): {reason}. {hint}") from exc
         if not getattr(self.tokenizer, "is_fast", False):
             raise BackboneError(
                 f"model {model_id!r} has no fast tokenizer; iso-bench needs character offsets for spans"
@@ -166,7 +166,7 @@ class Backbone:
         self.model.eval().to(self.device)
         local = Path(model_id)
         self.revision = (
-            folder_digest(local)
+            folder_revision(local)
             if local.is_dir()
             else getattr(self.model.config, "_commit_hash", None) or revision or "unknown"
         )
@@ -306,24 +306,30 @@ class Backbone:
             result["tokens"] = [hidden[b][real[b]].numpy().astype(np.float32) for b in range(len(texts))]
         if "span" in kinds:
             assert spans is not None
-            vectors = []
-            for b, text_spans in enumerate(spans):
-                off, real = offsets[b], mask[b] & ~special[b]
-                kept_end = int(off[real][:, 1].max()) if bool(real.any()) else 0
-                truncated = kept_end < len(texts[b].rstrip())
-                rows = []
-                for s, e in text_spans:
-                    sel = real & (off[:, 0] < e) & (off[:, 1] > s)
-                    if truncated and s >= kept_end:
-                        # the span lies beyond max_length: no vector, marked NaN for the caller to count
-                        rows.append(torch.full((hidden.shape[-1],), float("nan")))
-                        continue
-                    if not bool(sel.any()):
-                        raise ValueError(
-                            f"span {s}:{e} ({texts[b][s:e]!r}) of text {texts[b][:60]!r} covers no token "
-                            f"(empty span, or cut off at max_length={self.max_length})"
-                        )
-                    rows.append(hidden[b][sel].mean(0))
-                vectors.append(torch.stack(rows).numpy().astype(np.float32))
-            result["span"] = vectors
+            real = mask & ~special
+            result["span"] = [self._span_rows(text, text_spans, hidden[i], offsets[i], real[i])
+                              for i, (text, text_spans) in enumerate(zip(texts, spans, strict=True))]
         return result
+
+    def _span_rows(self, text: str, spans: Sequence[tuple[int, int]], hidden: Any, offsets: Any,
+                   real: Any) -> np.ndarray:
+        """``(len(spans), dim)``: the mean vector of the real tokens that overlap each character span of
+        ``text`` (``hidden``, ``offsets`` and ``real`` are this text's rows of the batch)."""
+        import torch
+
+        kept_end = int(offsets[real][:, 1].max()) if bool(real.any()) else 0
+        truncated = kept_end < len(text.rstrip())
+        rows = []
+        for s, e in spans:
+            sel = real & (offsets[:, 0] < e) & (offsets[:, 1] > s)
+            if truncated and s >= kept_end:
+                # the span lies beyond max_length: no vector, marked NaN for the caller to count
+                rows.append(torch.full((hidden.shape[-1],), float("nan")))
+                continue
+            if not bool(sel.any()):
+                raise ValueError(
+                    f"span {s}:{e} ({text[s:e]!r}) of text {text[:60]!r} covers no token "
+                    f"(empty span, or cut off at max_length={self.max_length})"
+                )
+            rows.append(hidden[sel].mean(0))
+        return torch.stack(rows).numpy().astype(np.float32)

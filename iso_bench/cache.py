@@ -14,11 +14,11 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
 import re
-import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.textio import default_file_mode
+from iso_bench.files import atomic_write_bytes, atomic_write_text
+from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def _digest(keys: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> np.ndarr
     return np.frombuffer(h.digest(), dtype=np.uint8)
 
 
-class CacheCorruptError(RuntimeError):
+class CacheCorruptError(IsoBenchError, RuntimeError):
     """A shard failed its checksum or could not be parsed."""
 
 
@@ -72,19 +73,10 @@ def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray]) -> None
     data = np.concatenate(rows, axis=0) if rows else np.zeros((0, dim), np.float32)
     key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)
     ndim = np.array([arrays[0].ndim], dtype=np.int64)
+    buffer = io.BytesIO()
+    np.savez(buffer, keys=key_arr, offsets=offsets, data=data, ndim=ndim, digest=_digest(key_arr, offsets, data))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, keys=key_arr, offsets=offsets, data=data, ndim=ndim,
-                     digest=_digest(key_arr, offsets, data))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, default_file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, buffer.getbuffer())  # a view, not a second copy of a shard that may be 100s of MB
 
 
 def read_shard(path: Path) -> dict[bytes, np.ndarray]:
@@ -146,7 +138,7 @@ class EmbeddingStore:
             self.folder.mkdir(parents=True, exist_ok=True)
             meta = self.folder / "meta.json"
             if not meta.exists():
-                meta.write_text(json.dumps(info, indent=2, sort_keys=True))
+                atomic_write_text(meta, json.dumps(info, indent=2, sort_keys=True))
 
     # ---- public API -------------------------------------------------------------------------------
     def sentences(self, texts: Sequence[str], desc: str = "encoding") -> np.ndarray:

@@ -1,30 +1,70 @@
-"""The ``iso-bench`` command line: a thin layer over :mod:`iso_bench.runner` and friends."""
+"""The ``iso-bench`` command line: all of its argparse, and a thin layer that parses, calls and prints.
+
+Each sub-command is a parser plus one ``cmd_*`` function (``set_defaults(func=...)``); the work is done by
+:mod:`iso_bench.runner`, the report writers and the registries. ``iso-bench --help``, ``<command> --help``
+and ``iso-bench list`` import neither torch nor mteb: the defaults they show come from light modules.
+
+Errors: an :class:`~iso_bench.registry.IsoBenchError` (bad input: a name, a file, a parameter) is printed as
+``iso-bench: error: <message>`` with exit status 2; anything else is a bug and keeps its traceback.
+
+Example:
+    >>> main(["list"])                                    # doctest: +SKIP
+    >>> main(["run", "--methods", "raw", "whiten", "--tasks", "STSBenchmark"])   # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from iso_bench import __version__
+from iso_bench.backbone import POOLINGS
+from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL
+from iso_bench.registry import IsoBenchError
 
 EPILOG = """examples:
   iso-bench run                                   # all-MiniLM-L6-v2, every method, the 7 MTEB STS tasks
-  iso-bench run --model bert-base-uncased --methods raw whiten-256 cluster-pca --tasks STSBenchmark
-  iso-bench run --data-dir ../shared/data/hub     # read datasets from a local mirror
+  iso-bench run --model google-bert/bert-base-uncased --methods raw whiten-256 cluster-pca --tasks STSBenchmark
+  iso-bench run --data-dir ../shared/data         # read datasets from a local copy of the data (see README)
   iso-bench list                                  # methods, suites and tasks
   iso-bench leaderboard results -o leaderboard.md # tables, plots and provenance from a results folder
   iso-bench outliers --model google-bert/bert-base-uncased  # outlier dimensions of every layer
 
-environment: ISO_BENCH_DATA_DIR (mirror folder), ISO_BENCH_CACHE (raw-vector cache),
+environment: ISO_BENCH_DATA_DIR (data directory), ISO_BENCH_CACHE (raw-vector cache),
 HF_HUB_OFFLINE=1 with HF_HUB_CACHE (models from a local Hugging Face cache)"""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from iso_bench.mteb_plugin import DEFAULT_METHODS
-    from iso_bench.runner import DEFAULT_MODEL
+# ---- argument types: checked while parsing, so a typo fails before any model loads ---------------
+def positive_int(text: str) -> int:
+    """A whole number >= 1 (``--batch-size``, ``--top``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
+
+def method_spec(text: str) -> str:
+    """A method spec that names a registered method with valid parameters (returned unchanged)."""
+    from iso_bench.methods import MethodError, make_method
+
+    try:
+        make_method(text)
+    except MethodError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+# ---- parsers ------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """The ``iso-bench`` parser with its sub-commands; each sets ``func`` (what runs) and ``network``
+    (whether it loads a model, so that its progress bars and library log lines need managing)."""
     parser = argparse.ArgumentParser(
         prog="iso-bench",
         description="Compare isotropy post-processing methods of an encoder on MTEB tasks.",
@@ -34,45 +74,64 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"iso-bench {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens (INFO level)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+    sub.add_parser("list", help="list methods, suites and tasks with their sizes").set_defaults(
+        func=cmd_list, network=False)
+    _add_leaderboard(sub)
+    _add_outliers(sub)
+    return parser
 
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="evaluate the variants of a model", epilog=EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.set_defaults(func=cmd_run, network=True)
     run.add_argument("--model", default=DEFAULT_MODEL, help=f"hub id or local folder (default: {DEFAULT_MODEL})")
     run.add_argument("--revision", help="model revision (default: the one mteb pins, else the latest)")
-    run.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), metavar="SPEC",
+    run.add_argument("--methods", nargs="+", type=method_spec, default=list(DEFAULT_METHODS), metavar="SPEC",
                      help="method specs, e.g. raw whiten-256 abtt-7 cluster-pca-27-12 (default: %(default)s)")
     run.add_argument("--tasks", nargs="+", default=["mteb-sts"], metavar="NAME",
                      help="task or suite names (default: mteb-sts); see `iso-bench list`")
     run.add_argument("--results", default="results",
                      help="results folder, readable by mteb.ResultCache (default: ./results)")
-    run.add_argument("--data-dir", help="local dataset mirror laid out as <dir>/<org>/<name>/ (env ISO_BENCH_DATA_DIR)")
+    run.add_argument("--data-dir", help="data directory: a hub mirror <dir>/<org>/<name>/ and the datasets' "
+                     "release folders (env ISO_BENCH_DATA_DIR; default: download)")
     run.add_argument("--cache-dir", help="raw-vector cache (env ISO_BENCH_CACHE, default ~/.cache/iso_bench)")
     run.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
-    run.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
+    run.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
     run.add_argument("--fit-corpus", default="task",
                      help="'task' (the evaluated task's unlabeled texts; default) or a text file, one text per line")
     run.add_argument("--seed", type=int, default=0, help="seed of the fitted methods (default: 0)")
-    run.add_argument("--pooling", choices=["mean", "cls", "first-last-avg"],
+    run.add_argument("--pooling", choices=POOLINGS,
                      help="sentence pooling (default: the model's own, e.g. mean for sentence-transformers)")
     run.add_argument("--layer", type=int, help="hidden-state layer, 0 = embeddings, -1 = last (default: -1)")
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
     run.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (off by default)")
-    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--no-progress", action="store_true", help="hide progress bars (model loading's too)")
 
-    sub.add_parser("list", help="list methods, suites and tasks with their sizes")
 
-    from iso_bench.leaderboard import add_leaderboard_arguments
+def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
+    from iso_bench.report import FORMATS
 
     board = sub.add_parser("leaderboard", help="markdown (or csv, latex) tables and plots from a results folder",
                            description="Tables per model (a row per variant, a column per task, means named by "
                            "their tasks and aggregation, differences from raw, best in bold, missing as –), a "
                            "model comparison, and the provenance that makes each number citable.")
-    add_leaderboard_arguments(board)
+    board.set_defaults(func=cmd_leaderboard, network=False)
+    board.add_argument("results_dir", metavar="RESULTS_DIR",
+                       help="results folder of `iso-bench run` (holds results/<model>/<revision>/<task>.json)")
+    board.add_argument("-o", "--output", metavar="FILE", help="write here (default: standard output)")
+    board.add_argument("--format", choices=FORMATS, default="markdown", help="output format (default: markdown)")
+    board.add_argument("--no-plot", action="store_true",
+                       help="no isotropy-vs-STS plots (plots are written beside -o FILE, for markdown only)")
 
+
+def _add_outliers(sub: argparse._SubParsersAction) -> None:
     out = sub.add_parser("outliers", help="neuron-level outlier analysis of every layer (Luo et al. 2021)",
                          description="For each layer: the dimensions that most often hold a token vector's smallest "
                          "or largest value, how often, their mean in standard deviations, and how their value "
                          "varies with token position. Writes <model>-outliers.{md,json,png}.")
+    out.set_defaults(func=cmd_outliers, network=True)
     out.add_argument("--model", default=DEFAULT_MODEL, help=f"hub id or local folder (default: {DEFAULT_MODEL})")
     out.add_argument("--revision", help="model revision (default: the one mteb pins, else the latest)")
     out.add_argument("--layers", nargs="+", type=int, metavar="L",
@@ -80,78 +139,41 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--corpus", default="STSBenchmark",
                      help="an mteb task whose test sentences form the corpus, or a text file (default: STSBenchmark)")
     out.add_argument("--output", default="outliers", help="folder for the reports (default: ./outliers)")
-    out.add_argument("--top", type=int, default=5, help="dimensions listed per layer (default: 5)")
+    out.add_argument("--top", type=positive_int, default=5, help="dimensions listed per layer (default: 5)")
     out.add_argument("--data-dir", help="data directory (env ISO_BENCH_DATA_DIR)")
     out.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
-    out.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
-    out.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    return parser
+    out.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
+    out.add_argument("--no-progress", action="store_true", help="hide progress bars (model loading's too)")
 
 
-def cmd_list() -> int:
-    from iso_bench.methods import METHODS
-    from iso_bench.suites import suites
+# ---- commands -----------------------------------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    """Methods (from the method registry), suites and tasks (from the task cards); imports no mteb."""
+    from iso_bench.cards import cards, suites
+    from iso_bench.methods import METHODS, method_names
 
     print("methods (spec: name[-positional...][-key=value...]):")
-    for name in METHODS:
+    for name in method_names():
         cls = METHODS.get(name)
         doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
         params = ", ".join(f"{k}={v}" for k, v in cls.param_defaults().items()) or "no parameters"
         positional = f" positional: {', '.join(cls.spec_args)};" if cls.spec_args else ""
         print(f"  {name:<12} {doc}\n  {'':<12} level={cls.default_level};{positional} {params}")
     print("\nsuites (--tasks takes suite or task names):")
-    groups = suites()
-    for name, members in groups.items():
+    for name, members in suites().items():
         if name != "all":
             print(f"  {name:<12} {' '.join(members)}")
     print(f"  {'all':<12} every task above")
     print("\ntasks:")
-    for name in groups["all"]:
-        kind, size = _task_summary(name)
-        print(f"  {name:<22} {kind:<16} {size}")
-    return 0
-
-
-def _task_summary(name: str) -> tuple[str, str]:
-    """(kind, size) of a task for ``iso-bench list``, read from metadata without loading data."""
-    import mteb
-
-    task = mteb.get_task(name)
-    note = getattr(task, "size_note", "")
-    if note:
-        return getattr(task, "kind", task.metadata.type), note
-    stats = task.metadata.descriptive_stats or {}
-    sizes = [f"{stats[s]['num_samples']:,} {s} pairs" for s in task.metadata.eval_splits if s in stats]
-    return f"mteb {task.metadata.type}", ", ".join(sizes)
-
-
-def cmd_outliers(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from iso_bench.outlier_analysis import analyse, write_reports
-    from iso_bench.runner import RunConfig, build_backbone
-
-    if Path(args.corpus).is_file():
-        from iso_bench.encoder import read_text_file
-
-        texts, corpus = read_text_file(args.corpus), f"file {Path(args.corpus).name}"
-    else:
-        from iso_bench.data import get_task
-        from iso_bench.encoder import task_texts
-
-        texts, corpus = task_texts(get_task(args.corpus, args.data_dir)), f"{args.corpus} test sentences"
-    backbone = build_backbone(RunConfig(model=args.model, revision=args.revision, device=args.device))
-    report = analyse(backbone, texts, args.layers, batch_size=args.batch_size, progress=not args.no_progress,
-                     corpus=corpus)
-    paths = write_reports(report, Path(args.output), args.top)
-    for layer in report.layers:
-        print(f"layer {layer.layer:>2}: outliers {', '.join(map(str, layer.outliers)) or 'none'}")
-    print("wrote " + ", ".join(str(p) for p in paths))
+    for card in cards():
+        print(f"  {card.name:<22} {card.kind:<16} {card.size}".rstrip())
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from iso_bench.runner import RunConfig, format_summary, run
+    """Evaluate every variant on every task; print the table of main scores. 1 when some cell failed."""
+    from iso_bench.report import format_summary, summary_header
+    from iso_bench.runner import RunConfig, run
 
     cfg = RunConfig(
         model=args.model, revision=args.revision, methods=args.methods, tasks=args.tasks,
@@ -161,8 +183,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         trust_remote_code=args.trust_remote_code, command=_reproduce_command(args),
     )
     summary = run(cfg)
-    print(f"\n{summary.model} @ {summary.revision}: main score x 100 "
-          "(STS: Spearman; WiC: accuracy; WSD: F1; isotropy: I(W))")
+    print(f"\n{summary_header(summary)}")
     print(format_summary(summary))
     stats = summary.encode_stats
     print(f"\nraw vectors: {stats.get('computed', 0)} texts encoded, {stats.get('reused', 0)} reused from the cache;"
@@ -192,7 +213,67 @@ def _reproduce_command(args: argparse.Namespace) -> str:
     return shlex.join(parts)
 
 
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """Write the leaderboard of a results folder (to standard output without ``-o``)."""
+    from iso_bench.report import write_leaderboard
+
+    written = write_leaderboard(args.results_dir, args.output, args.format, plot=not args.no_plot)
+    if isinstance(written, str):
+        sys.stdout.write(written)
+    else:
+        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+    return 0
+
+
+def cmd_outliers(args: argparse.Namespace) -> int:
+    """Outlier dimensions of every layer of a model, as markdown, JSON and a figure."""
+    from iso_bench.outliers import analyse
+    from iso_bench.report import write_outlier_reports
+    from iso_bench.runner import RunConfig, build_backbone
+
+    if Path(args.corpus).is_file():
+        from iso_bench.fit_corpus import read_text_file
+
+        texts, corpus = read_text_file(args.corpus), f"file {Path(args.corpus).name}"
+    else:
+        from iso_bench.data import get_task
+        from iso_bench.fit_corpus import task_texts
+
+        texts, corpus = task_texts(get_task(args.corpus, args.data_dir)), f"{args.corpus} test sentences"
+    backbone = build_backbone(RunConfig(model=args.model, revision=args.revision, device=args.device))
+    report = analyse(backbone, texts, args.layers, batch_size=args.batch_size, progress=not args.no_progress,
+                     corpus=corpus)
+    paths = write_outlier_reports(report, args.output, args.top)
+    for layer in report.layers:
+        print(f"layer {layer.layer:>2}: outliers {', '.join(map(str, layer.outliers)) or 'none'}")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+# ---- the console: progress bars and log lines ---------------------------------------------------
+@contextlib.contextmanager
+def console(network: bool, progress: bool) -> Iterator[None]:
+    """Log lines go through tqdm, so a warning never splits a progress bar. For a command that loads a
+    model (``network``), the loggers of transformers and datasets (which have handlers of their own) are
+    redirected as well, and ``progress=False`` also silences their download and loading bars."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    loggers = [logging.getLogger()]
+    if network:
+        import datasets
+        from datasets.utils import logging as datasets_logging
+        from transformers.utils import logging as transformers_logging
+
+        loggers += [transformers_logging.get_logger("transformers"), datasets_logging.get_logger("datasets")]
+        if not progress:
+            transformers_logging.disable_progress_bar()  # also huggingface_hub's download bars
+            datasets.disable_progress_bars()
+    with logging_redirect_tqdm(loggers=loggers):
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``iso-bench`` with ``argv`` (default: the process arguments); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -200,15 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    from iso_bench.errors import USER_ERRORS
-
     try:
-        from iso_bench.leaderboard import run_leaderboard
-
-        commands = {"list": lambda: cmd_list(), "run": lambda: cmd_run(args), "outliers": lambda: cmd_outliers(args),
-                    "leaderboard": lambda: run_leaderboard(args)}
-        return commands[args.command]()
-    except USER_ERRORS as exc:
+        with console(args.network, not getattr(args, "no_progress", False)):
+            return args.func(args)
+    except IsoBenchError as exc:
         print(f"iso-bench: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

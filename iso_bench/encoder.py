@@ -2,19 +2,15 @@
 
 A :class:`VariantEncoder` reads raw vectors from a shared :class:`~iso_bench.cache.EmbeddingStore`
 (so N variants cost one encode), fits its method once per fit corpus, and returns transformed vectors.
-It never fits on whatever batch ``encode`` receives: the fit corpus is named up front, either
-
-- ``"task"``: the unlabeled texts of the evaluated task's evaluation splits, both sides of every pair
-  (the papers' "target" setting; numbers fit this way are transductive), or
-- a path to a UTF-8 text file with one text per line,
-
-and every fit is recorded in :attr:`VariantEncoder.fit_records` (corpus, size, SHA-256, seed), which
-the runner writes into each result file.
+It never fits on whatever batch ``encode`` receives, and it never looks a task up: it is handed a
+:class:`~iso_bench.fit_corpus.CorpusProvider` that turns the task being evaluated into its fit corpus
+(``"task"``: the task's own unlabeled texts, the papers' transductive "target" setting; or a text file).
+Every fit is recorded in :attr:`VariantEncoder.fit_records` (corpus, size, SHA-256, seed), which the
+runner writes into each result file.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -25,76 +21,22 @@ import numpy as np
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
-from iso_bench.data import FitCorpusError
+from iso_bench.fit_corpus import CorpusProvider
 from iso_bench.methods import Method, MethodError, make_method
 
 logger = logging.getLogger(__name__)
 
 
-def texts_digest(texts: Sequence[str]) -> str:
-    h = hashlib.sha256()
-    for t in texts:
-        h.update(t.encode("utf-8") + b"\n")
-    return h.hexdigest()
-
-
-def read_text_file(path: str | Path) -> list[str]:
-    """One text per non-empty line of a UTF-8 file."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise FitCorpusError(
-            f"fit corpus file {p} does not exist; pass --fit-corpus task or a text file, one text per line"
-        )
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise FitCorpusError(f"fit corpus file {p} is not UTF-8 text: {exc}") from exc
-    texts = [line.strip() for line in lines if line.strip()]
-    if not texts:
-        raise FitCorpusError(f"fit corpus file {p} has no non-empty lines")
-    return texts
-
-
-def task_texts(task: Any) -> list[str]:
-    """The unlabeled texts of a loaded mteb task's evaluation splits, both sides of every pair,
-    deduplicated in first-seen order. A task may define ``fit_texts()`` to say what they are."""
-    if hasattr(task, "fit_texts"):
-        return list(dict.fromkeys(task.fit_texts()))
-    columns = getattr(task, "column_names", None)
-    dataset = task.dataset
-    texts: list[str] = []
-    for subset in task.hf_subsets or ["default"]:
-        for split in task.metadata.eval_splits:
-            data = dataset[split] if (subset == "default" and subset not in dataset) else dataset[subset][split]
-            cols = [c for c in (columns or data.column_names) if isinstance(c, str)]
-            for col in cols:
-                values = _column(data, col)
-                if values and isinstance(values[0], str):
-                    texts.extend(values)
-    return list(dict.fromkeys(texts))
-
-
-def _column(data: Any, col: str) -> list[Any]:
-    """One column as a list; read from a ``datasets.Dataset``'s Arrow table in one call (indexing the
-    Dataset would format it row by row, which costs seconds per task and variant)."""
-    table = getattr(data, "data", None)
-    if hasattr(table, "column") and getattr(data, "_indices", None) is None:
-        return table.column(col).to_pylist()
-    return list(data[col])
-
-
 class _Variant:
     """The part of a variant that does not depend on mteb: fit bookkeeping and transforms."""
 
-    def __init__(self, store: Any, method: str, *, fit_corpus: str = "task", seed: int = 0,
-                 data_dir: str | Path | None = None, tasks: dict[str, Any] | None = None) -> None:
+    def __init__(self, store: Any, method: str, *, corpus: CorpusProvider | str = "task", seed: int = 0,
+                 data_dir: str | Path | None = None) -> None:
         self.store = store
         self.method_spec = method
         self.seed = seed
         self._prototype, self.level = self._new_method(method)
-        self.fit_corpus = fit_corpus
-        self.data_dir = data_dir
-        self.tasks = tasks if tasks is not None else {}
+        self.corpus = corpus if isinstance(corpus, CorpusProvider) else CorpusProvider(corpus, data_dir=data_dir)
         self._fitted: dict[str, Method] = {}
         self.fit_records: dict[str, dict[str, Any]] = {}
         self.fit_seconds = 0.0  # wall time spent in method.fit, for benchmarks (never written to results)
@@ -116,29 +58,9 @@ class _Variant:
 
     def config(self) -> dict[str, Any]:
         return {"method": self.spec, "params": _jsonable(self._prototype.get_params()),
-                "level": self.level, "fit_corpus": self.fit_corpus, "seed": self.seed}
+                "level": self.level, "fit_corpus": self.corpus.setting, "seed": self.seed}
 
     # ---- fitting ----------------------------------------------------------------------------------
-    def _corpus(self, task_name: str | None) -> tuple[str, list[str], dict[str, Any]]:
-        if self.fit_corpus == "task":
-            if task_name is None:
-                raise FitCorpusError("fit corpus 'task' needs the task being evaluated")
-            task = self.tasks.get(task_name)
-            if task is None:
-                import mteb
-
-                from iso_bench.data import use_source
-
-                task = mteb.get_task(task_name)
-                use_source(task, self.data_dir)
-                self.tasks[task_name] = task
-            texts = task_texts(task)
-            record = {"fit_corpus": "task", "task": task_name, "splits": list(task.metadata.eval_splits)}
-            return f"task:{task_name}", texts, record
-        texts = read_text_file(self.fit_corpus)
-        record = {"fit_corpus": "file", "path": str(Path(self.fit_corpus).expanduser().resolve())}
-        return f"file:{self.fit_corpus}", texts, record
-
     def fitted_method(self, task_name: str | None, level: str | None = None) -> Method:
         """The method fitted on the corpus that applies to ``task_name``, on vectors of ``level``
         (default: the variant's own level); fitted once per corpus and level, then reused."""
@@ -146,16 +68,16 @@ class _Variant:
         if not type(self._prototype).fitted:
             self.fit_records.setdefault(task_name or "", {"fit_corpus": None})
             return self._prototype
-        corpus, texts, record = self._corpus(task_name)
-        key = f"{corpus}@{level}"
+        corpus = self.corpus(task_name)
+        key = f"{corpus.key}@{level}"
         if key not in self._fitted:
-            X = self._fit_matrix(texts, level)
+            X = self._fit_matrix(list(corpus.texts), level)
             method = self._new_method(self.method_spec)[0]
             started = time.perf_counter()
             try:
                 method.fit(X)
             except MethodError as exc:
-                where = f"fit corpus {corpus}: {len(texts)} texts, {len(X)} {level} vectors"
+                where = f"fit corpus {corpus.key}: {len(corpus.texts)} texts, {len(X)} {level} vectors"
                 raise MethodError(f"{exc} ({where})") from exc
             self.fit_seconds += time.perf_counter() - started
             self._fitted[key] = method
@@ -163,11 +85,10 @@ class _Variant:
             learned = _learned_summary(method)
             if learned:
                 fit["learned"] = learned
-            entry = self.fit_records.setdefault(corpus, {
-                **record, "n_texts": len(texts), "texts_sha256": texts_digest(texts), "seed": self.seed, "fits": []})
+            entry = self.fit_records.setdefault(corpus.key, {**corpus.to_record(), "seed": self.seed, "fits": []})
             entry["fits"].append(fit)
         if task_name is not None:
-            self.fit_records[task_name] = self.fit_records[corpus]
+            self.fit_records[task_name] = self.fit_records[corpus.key]
         return self._fitted[key]
 
     def _fit_matrix(self, texts: list[str], level: str) -> np.ndarray:

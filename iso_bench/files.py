@@ -27,7 +27,7 @@ def default_file_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename: a reader sees
     the old file or the new one, never a part."""
     path = Path(path)
@@ -35,6 +35,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.chmod(tmp, default_file_mode())
         os.replace(tmp, path)
     except BaseException:

@@ -24,6 +24,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from iso_bench.linalg import unit_rows
+
 
 def _as_points(X: np.ndarray, *, min_points: int = 2, min_dim: int = 1, what: str = "measure") -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
@@ -78,9 +80,9 @@ def iw(X: np.ndarray, *, both_signs: bool = True) -> float:
 def isoscore(X: np.ndarray) -> float:
     """IsoScore (Rudman et al. 2022) of points ``X`` shaped ``(n_points, dim)``.
 
-    Steps (REFERENCE.md): the PCA variances v (eigenvalues of the ddof=1 covariance), scaled to norm
-    sqrt(dim); defect delta = ||v_hat - 1|| / sqrt(2 (dim - sqrt dim)); score
-    ((dim - delta^2 (dim - sqrt dim))^2 - dim) / (dim (dim - 1)). Written here in numpy so the library
+    Steps (Rudman et al. 2022, and their ``isoscore`` package): the PCA variances v (eigenvalues of the
+    ddof=1 covariance), scaled to norm sqrt(dim); defect delta = ||v_hat - 1|| / sqrt(2 (dim - sqrt dim));
+    score ((dim - delta^2 (dim - sqrt dim))^2 - dim) / (dim (dim - 1)). Written here in numpy so the library
     does not depend on the reference package (which imports torch); the tests compare the two.
 
     Example:
@@ -115,7 +117,7 @@ def average_cosine(X: np.ndarray) -> float:
     norms = np.linalg.norm(X, axis=1)
     if (norms == 0.0).any():
         raise ValueError(f"average_cosine: {int((norms == 0.0).sum())} zero vectors have no direction; drop them first")
-    U = X / norms[:, None]
+    U = unit_rows(X)
     s = U.sum(axis=0)
     n = len(U)
     return float((s @ s - (U * U).sum()) / (n * (n - 1)))

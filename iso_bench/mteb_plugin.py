@@ -1,9 +1,12 @@
-"""Register iso-bench's variants with mteb's model registry.
+"""The one module that writes into mteb: iso-bench's variants in its model registry, iso-bench's tasks in
+its task registry.
 
 Each (base model, method) pair is a model of its own, named ``<base model id>+<method spec>``, e.g.
 ``sentence-transformers/all-MiniLM-L6-v2+whiten``. ``import iso_bench`` registers the variants of the
 models in :data:`KNOWN_MODELS` with the :data:`DEFAULT_METHODS` as soon as mteb's registry is loaded;
-:func:`register_model` adds any other encoder.
+:func:`register_model` adds any other encoder. Every task card of a kind other than ``mteb`` becomes an
+mteb task class (:func:`task_class`: the kind's evaluator mixed into mteb's ``AbsTask``), registered when
+mteb's task registry is loaded. mteb itself is imported only inside functions.
 
 Example:
     >>> import iso_bench, mteb                                                       # doctest: +SKIP
@@ -17,7 +20,10 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
+from iso_bench.registry import IsoBenchError
+
 SEPARATOR = "+"
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 KNOWN_MODELS = (
     "sentence-transformers/all-MiniLM-L6-v2",
     "sentence-transformers/all-mpnet-base-v2",
@@ -27,10 +33,14 @@ KNOWN_MODELS = (
 DEFAULT_METHODS = ("raw", "center", "clip", "abtt", "whiten", "whiten-256", "cluster-pca", "flow")
 
 
+class VariantNameError(IsoBenchError, ValueError):
+    """A model id or variant name that mteb cannot use; the message says what form it needs."""
+
+
 def variant_name(model_id: str, method_spec: str) -> str:
     """The mteb model name of a variant. mteb needs ``organization/name``."""
     if "/" not in model_id:
-        raise ValueError(
+        raise VariantNameError(
             f"model id {model_id!r} has no organization; mteb names models 'organization/name' "
             f"(e.g. google-bert/bert-base-uncased for bert-base-uncased): pass the full hub id or a local folder"
         )
@@ -41,7 +51,7 @@ def split_variant_name(name: str) -> tuple[str, str]:
     """``"org/model+whiten-256"`` -> ``("org/model", "whiten-256")``."""
     base, sep, spec = name.rpartition(SEPARATOR)
     if not sep:
-        raise ValueError(f"{name!r} is not an iso-bench variant name (expected '<model>{SEPARATOR}<method>')")
+        raise VariantNameError(f"{name!r} is not an iso-bench variant name (expected '<model>{SEPARATOR}<method>')")
     return base, spec
 
 
@@ -49,17 +59,19 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
                  device: str | None = None, fit_corpus: str = "task", seed: int = 0,
                  data_dir: str | None = None, cache_dir: str | None = None, batch_size: int = 32,
                  **_: Any) -> Any:
-    """mteb loader: build the backbone, its raw-vector cache and the variant encoder."""
+    """mteb loader: build the backbone, its raw-vector cache and the variant encoder. The variant's fit
+    corpus provider loads the task being evaluated itself (from ``data_dir`` when it holds the data)."""
     from iso_bench.backbone import Backbone
     from iso_bench.cache import EmbeddingStore, default_cache_dir
     from iso_bench.encoder import VariantEncoder
+    from iso_bench.fit_corpus import CorpusProvider
     from iso_bench.methods import make_method
 
     _, level = make_method(method)
     backbone = Backbone(base_model, revision, device=device)
     kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
     store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size)
-    return VariantEncoder(store, method, fit_corpus=fit_corpus, seed=seed, data_dir=data_dir)
+    return VariantEncoder(store, method, corpus=CorpusProvider(fit_corpus, data_dir=data_dir), seed=seed)
 
 
 def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None,
@@ -123,20 +135,96 @@ def register_known() -> None:
         register_model(model_id)
 
 
+# ---- tasks ------------------------------------------------------------------------------------------
+
+
+def task_metadata(card: Any) -> Any:
+    """mteb's ``TaskMetadata`` of an iso-bench task card, with the fields every such task shares filled in."""
+    from mteb.abstasks.task_metadata import TaskMetadata
+
+    meta = dict(card.metadata)
+    version = meta.pop("version", None) or (card.source.version if card.source else "1")
+    return TaskMetadata(
+        name=card.name,
+        description=meta.pop("description"),
+        reference=meta.pop("reference"),
+        dataset={"path": f"iso-bench/{card.name}", "revision": version},
+        type=meta.pop("type"),
+        category="t2t",
+        modalities=["text"],
+        eval_splits=list(card.splits),
+        eval_langs=["eng-Latn"],
+        main_score=meta.pop("main_score"),
+        date=meta.pop("date", None),
+        domains=list(meta.pop("domains", ())) or None,
+        license=meta.pop("license", "not specified"),
+        annotations_creators=meta.pop("annotations", "expert-annotated"),
+        dialect=[],
+        sample_creation="found",
+        bibtex_citation=meta.pop("citation"),
+        **meta,
+    )
+
+
+_TASK_CLASSES: dict[str, type] = {}
+
+
+def task_class(card: Any) -> type:
+    """The mteb task class of a card: its kind's evaluator, mixed into mteb's ``AbsTask`` (built once)."""
+    if card.name not in _TASK_CLASSES:
+        from iso_bench.kinds import kind_class
+
+        kind = kind_class(card)
+        name = "".join(ch for ch in card.name.title() if ch.isalnum())
+        _TASK_CLASSES[card.name] = type(name, (kind, _adapter()), {
+            "card": card, "metadata": task_metadata(card), "__module__": kind.__module__,
+            "__doc__": f"{card.name}: {(kind.__doc__ or '').strip()}"})
+    return _TASK_CLASSES[card.name]
+
+
+_ADAPTER: list[type] = []
+
+
+def _adapter() -> type:
+    """The part of every iso-bench task that speaks mteb's ``AbsTask`` (created on first use)."""
+    if not _ADAPTER:
+        from mteb.abstasks.abstask import AbsTask
+
+        class IsoTask(AbsTask):
+            """An iso-bench task: ``evaluate`` scores the model with the kind's ``score`` on the whole task."""
+
+            def __init__(self, data_dir: str | Any | None = None, **kwargs: Any) -> None:
+                super().__init__(**kwargs)
+                self.data_dir = data_dir
+
+            def evaluate(self, model: Any, split: str = "test", subsets_to_run: list[str] | None = None, *,
+                         encode_kwargs: Any = None, **kwargs: Any) -> dict[str, dict[str, Any]]:
+                self.load_data()
+                scores = self.score(model, split, encode_kwargs or {})
+                self._add_main_score(scores)
+                return {"default": scores}
+
+            def _evaluate_subset(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - evaluate overrides
+                raise NotImplementedError
+
+            def _calculate_descriptive_statistics_from_split(self, *args: Any, **kwargs: Any) -> Any:  # noqa: E501
+                raise NotImplementedError(f"{self.metadata.name} has no descriptive statistics")
+
+        _ADAPTER.append(IsoTask)
+    return _ADAPTER[0]
+
+
 def register_tasks() -> None:
-    """Add iso-bench's tasks to mteb's task registry, so that ``mteb.get_task("WiC")`` and mteb's result
-    tools know them."""
+    """Add every iso-bench task card (of a kind other than ``mteb``) to mteb's task registry, so that
+    ``mteb.get_task("WiC")`` and mteb's result tools know them."""
     import sys
 
-    kinds = sys.modules.get("iso_bench.kinds")
-    if kinds is not None and not hasattr(kinds, "load_all"):
-        return  # iso_bench.kinds is importing mteb right now; it registers the tasks when it is done
-    from iso_bench.kinds import TASKS, load_all
+    from iso_bench.cards import cards
 
-    load_all()
     module = sys.modules["mteb.get_tasks"]
-    for name in TASKS:
-        cls = TASKS.get(name)
-        if name not in module._TASKS_REGISTRY:
-            module._TASKS_REGISTRY[name] = cls
-            module.TASK_LIST = (*module.TASK_LIST, cls)
+    for card in cards():
+        if card.is_mteb or card.name in module._TASKS_REGISTRY:
+            continue
+        cls = task_class(card)
+        module._TASKS_REGISTRY[card.name] = cls
+        module.TASK_LIST = (*module.TASK_LIST, cls)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import time
 import warnings
 from collections.abc import Sequence
@@ -24,13 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench import __version__
-from iso_bench.mteb_plugin import DEFAULT_METHODS, register_model, variant_meta
-from iso_bench.suites import expand_tasks
-from iso_bench.textio import default_file_mode
+from iso_bench.cards import expand_tasks
+from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL, register_model, variant_meta
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 @dataclass
@@ -71,25 +68,26 @@ class RunSummary:
     seconds: float = 0.0
 
 
-def _atomic_write_json(path: Path, data: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+def _stored_result(path: Path) -> dict[str, Any] | None:
+    """A result file's content, or None when it is missing or unreadable (then it is computed again)."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-        os.chmod(tmp, default_file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _stored_provenance(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-        entries = [e for split in data["scores"].values() for e in split]
-        return entries[0].get("iso_bench") if entries else None
-    except (OSError, ValueError, KeyError, TypeError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) and isinstance(data.get("scores"), dict) else None
+    except (OSError, ValueError):
         return None
+
+
+def _provenance(data: dict[str, Any]) -> dict[str, Any] | None:
+    entries = [e for split in data["scores"].values() if isinstance(split, list) for e in split]
+    return entries[0].get("iso_bench") if entries and isinstance(entries[0], dict) else None
+
+
+def _main_score(data: dict[str, Any]) -> float | None:
+    """The main score of a stored result (the mean over its subsets, as mteb), or None."""
+    split = "test" if "test" in data["scores"] else sorted(data["scores"])[0]
+    values = [e.get("main_score") for e in data["scores"][split]]
+    ok = values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return sum(values) / len(values) if ok else None
 
 
 def _same_setup(stored: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
@@ -101,21 +99,18 @@ def _same_setup(stored: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
 
 def _get_task(name: str) -> Any:
     """``mteb.get_task``, with an error that suggests close task and suite names."""
-    import difflib
     import sys
 
     import mteb
 
+    from iso_bench.cards import unknown_task_message
     from iso_bench.registry import UnknownNameError
-    from iso_bench.suites import suites
 
     try:
         return mteb.get_task(name)
     except KeyError:
-        known = [*sys.modules["mteb.get_tasks"]._TASKS_REGISTRY, *suites()]
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        raise UnknownNameError(f"unknown task or suite {name!r}.{hint} `iso-bench list` shows them.") from None
+        known = sys.modules["mteb.get_tasks"]._TASKS_REGISTRY
+        raise UnknownNameError(unknown_task_message(name, known)) from None
 
 
 def build_backbone(cfg: RunConfig) -> Any:
@@ -183,25 +178,33 @@ def run(cfg: RunConfig) -> RunSummary:
             log.removeFilter(once)
 
 
-def _run(cfg: RunConfig) -> RunSummary:
-    import mteb
-    from mteb.cache import ResultCache
+@dataclass
+class _Prepared:
+    """What every variant of a run shares: the loaded tasks, their data sources, the raw-vector store."""
 
+    tasks: list[Any]
+    sources: dict[str, Any]
+    backbone: Any
+    store: Any
+    corpus: Any
+    base_record: dict[str, Any]
+
+
+def _prepare(cfg: RunConfig) -> _Prepared:
+    """Check every input before any work, load the tasks, and encode every text of every task once."""
     from iso_bench.cache import EmbeddingStore, default_cache_dir
     from iso_bench.data import mirror_dir, use_source
-    from iso_bench.encoder import VariantEncoder, task_texts
+    from iso_bench.fit_corpus import CorpusProvider, task_texts
     from iso_bench.methods import make_method
 
-    started = time.perf_counter()
     task_names = expand_tasks(cfg.tasks)
     levels = {make_method(m)[1] for m in cfg.methods}  # validates every spec before any work
     mirror_dir(cfg.data_dir)  # validates the mirror folder
-    if cfg.fit_corpus != "task":
-        from iso_bench.encoder import read_text_file
-
-        read_text_file(cfg.fit_corpus)  # validates the fit corpus before any encoding
+    corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir)
+    corpus.check()  # a fit corpus file is read before any encoding
     tasks = [_get_task(name) for name in task_names]
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
+    corpus.add_tasks(tasks)
 
     backbone = build_backbone(cfg)
     # token vectors come from the same forward pass when any variant or task will need them
@@ -209,54 +212,74 @@ def _run(cfg: RunConfig) -> RunSummary:
     kinds = ("sentence", "tokens") if needs_tokens else ("sentence",)
     store = EmbeddingStore(backbone, cfg.cache_dir or default_cache_dir(), kinds=kinds,
                            batch_size=cfg.batch_size, progress=cfg.progress)
-    cache = ResultCache(cfg.results_dir)
-    results_root = Path(cfg.results_dir) / "results"
-    summary = RunSummary(cfg.model, backbone.revision, task_names, results_dir=results_root)
-    loaded = {t.metadata.name: t for t in tasks}
-    info = backbone.describe()
-    environment = describe_environment(backbone.device)
     # one encode for all: every text of every task, once, before any variant runs
     for task in tasks:
         texts = task_texts(task)
         store.sentences(texts, desc=f"encoding {task.metadata.name}")
         if "tokens" in kinds:
             store.tokens(texts)
+    record = {"iso_bench_version": __version__, "model": cfg.model, "revision": backbone.revision,
+              "extraction": backbone.describe()["extraction"], "environment": describe_environment(backbone.device),
+              "command": cfg.command}
+    return _Prepared(tasks, sources, backbone, store, corpus, record)
 
-    for spec in cfg.methods:
-        encoder = VariantEncoder(store, spec, fit_corpus=cfg.fit_corpus, seed=cfg.seed,
-                                 data_dir=cfg.data_dir, tasks=loaded)
-        meta = variant_meta(cfg.model, encoder.spec, revision=backbone.revision,
-                            embed_dim=backbone.dim, fit_corpus=cfg.fit_corpus, seed=cfg.seed)
-        register_model(cfg.model, [encoder.spec], revision=backbone.revision, replace=True,
-                       fit_corpus=cfg.fit_corpus, seed=cfg.seed)
-        encoder.mteb_model_meta = meta
-        base_record = {"iso_bench_version": __version__, "model": cfg.model, "revision": backbone.revision,
-                       "extraction": info["extraction"], "variant": encoder.config(), "environment": environment,
-                       "command": cfg.command}
-        for task in tasks:
-            path = cache.get_task_result_path(task.metadata.name, meta)
-            if path.exists() and (cfg.overwrite or not _same_setup(_stored_provenance(path), base_record)):
-                path.unlink()
-        logger.info("evaluating %s", meta.name)
-        result = mteb.evaluate(encoder, tasks, cache=cache, encode_kwargs={"batch_size": cfg.batch_size},
-                               show_progress_bar=cfg.progress, overwrite_strategy="only-missing",
-                               raise_error=False)
-        for error in result.exceptions:
-            summary.errors.setdefault(meta.name, {})[error.task_name] = error.exception
-        row: dict[str, float | None] = {}
-        for task_result in result.task_results:
-            name = task_result.task_name
-            row[name] = task_result.get_score()
-            path = cache.get_task_result_path(name, meta)
-            record = {**base_record, "data": sources.get(name), "fit": encoder.fit_records.get(name)}
-            _annotate(path, record)
-        for name in task_names:
-            row.setdefault(name, None)
-        summary.scores[meta.name] = row
-        summary.fit_seconds[meta.name] = encoder.fit_seconds
-    summary.encode_stats = dict(store.stats)
+
+def _run(cfg: RunConfig) -> RunSummary:
+    from mteb.cache import ResultCache
+
+    started = time.perf_counter()
+    run = _prepare(cfg)
+    cache = ResultCache(cfg.results_dir)
+    summary = RunSummary(cfg.model, run.backbone.revision, [t.metadata.name for t in run.tasks],
+                         results_dir=Path(cfg.results_dir) / "results")
+    for i, spec in enumerate(cfg.methods, 1):
+        _run_variant(cfg, run, spec, f"variant {i}/{len(cfg.methods)}", cache, summary)
+    summary.encode_stats = dict(run.store.stats)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _run_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, cache: Any, summary: RunSummary) -> None:
+    """Evaluate one variant on every task, write each result once with its provenance record."""
+    import mteb
+    from tqdm.auto import tqdm
+
+    from iso_bench.encoder import VariantEncoder
+
+    encoder = VariantEncoder(run.store, spec, corpus=run.corpus, seed=cfg.seed)
+    meta = variant_meta(cfg.model, encoder.spec, revision=run.backbone.revision,
+                        embed_dim=run.backbone.dim, fit_corpus=cfg.fit_corpus, seed=cfg.seed)
+    register_model(cfg.model, [encoder.spec], revision=run.backbone.revision, replace=True,
+                   fit_corpus=cfg.fit_corpus, seed=cfg.seed)
+    encoder.mteb_model_meta = meta
+    base_record = {**run.base_record, "variant": encoder.config()}
+    row: dict[str, float | None] = {}
+    bar = tqdm(run.tasks, desc=f"{position} {encoder.spec}", unit="task", disable=not cfg.progress, leave=False)
+    for task in bar:
+        name = task.metadata.name
+        bar.set_postfix_str(name)
+        path = cache.get_task_result_path(name, meta)
+        stored = _stored_result(path)
+        if stored is not None and not cfg.overwrite and _same_setup(_provenance(stored), base_record):
+            row[name] = _main_score(stored)
+            continue
+        logger.info("evaluating %s on %s", meta.name, name)
+        result = mteb.evaluate(encoder, task, cache=None, encode_kwargs={"batch_size": cfg.batch_size},
+                               show_progress_bar=False, raise_error=False)
+        for error in result.exceptions or ():
+            summary.errors.setdefault(meta.name, {})[error.task_name] = error.exception
+        for task_result in result.task_results:
+            record = {**base_record, "task_type": task.metadata.type, "data": run.sources.get(name),
+                      "fit": encoder.fit_records.get(name)}
+            for entries in task_result.scores.values():
+                for entry in entries:
+                    entry["iso_bench"] = record
+            cache.save_to_cache(task_result, meta, encode_kwargs={"batch_size": cfg.batch_size})
+            row[name] = task_result.get_score()
+        row.setdefault(name, None)
+    bar.close()
+    summary.scores[meta.name] = row
+    summary.fit_seconds[meta.name] = encoder.fit_seconds
 
 
 def describe_environment(device: str) -> dict[str, Any]:
@@ -273,30 +296,3 @@ def describe_environment(device: str) -> dict[str, Any]:
     return {"device": device, "hardware": hardware, "python": platform.python_version(),
             "torch": torch.__version__, "transformers": version("transformers"), "mteb": version("mteb"),
             "platform": platform.platform(terse=True)}
-
-
-def _annotate(path: Path, record: dict[str, Any]) -> None:
-    """Add the provenance record to every score entry of a result file (kept if already there)."""
-    if not path.exists():
-        return
-    data = json.loads(path.read_text())
-    changed = False
-    for entries in data.get("scores", {}).values():
-        for entry in entries:
-            if "iso_bench" not in entry:
-                entry["iso_bench"] = record
-                changed = True
-    if changed:
-        _atomic_write_json(path, data)
-
-
-def format_summary(summary: RunSummary) -> str:
-    """A small plain table of main scores x 100, variants as rows."""
-    from tabulate import tabulate
-
-    short = {name: name.rpartition("+")[2] for name in summary.scores}
-    headers = ["variant", *summary.tasks]
-    rows = []
-    for name, row in summary.scores.items():
-        rows.append([short[name], *[("–" if row.get(t) is None else f"{100 * row[t]:.2f}") for t in summary.tasks]])
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)

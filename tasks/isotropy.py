@@ -1,15 +1,18 @@
 """Isotropy of every variant on the STS-B test sentences (diagnostic; never ranked)."""
 
-from iso_bench.kinds import card
-from iso_bench.kinds.isotropy import IsotropyTask
+from iso_bench.tasks._groups import ISOTROPY
 
+from iso_bench.cards import TaskCard
 
-class IsotropySTSB(IsotropyTask):
-    corpus_task = "STSBenchmark"
-    suite = "isotropy"
-    size_note = "2,552 distinct STS-B test sentences and their token vectors"
-    metadata = card(
-        name="Isotropy-STSB",
+CARD = TaskCard(
+    name="Isotropy-STSB",
+    kind="isotropy",
+    suite="isotropy",
+    group=ISOTROPY,
+    size="2,552 distinct STS-B test sentences and their token vectors",
+    # the corpus is an mteb task's data (its hub repository or a mirror copy), loaded through mteb
+    params={"corpus_task": "STSBenchmark"},
+    metadata=dict(
         description=(
             "Isotropy diagnostics of an encoder's vectors on the STS Benchmark test sentences: I(W) (Mu & "
             "Viswanath 2018), IsoScore (Rudman et al. 2022), average cosine similarity (Ethayarajh 2019) and the "
@@ -28,4 +31,5 @@ class IsotropySTSB(IsotropyTask):
   booktitle = {International Conference on Learning Representations},
   year = {2018},
 }""",
-    )
+    ),
+)

@@ -1,16 +1,21 @@
 """WiC: the Word-in-Context dataset (Pilehvar & Camacho-Collados, NAACL 2019), scored without training."""
 
-from iso_bench.kinds import RawSource, card
-from iso_bench.kinds.wic import WiCTask
+from iso_bench.tasks._groups import WORD
 
+from iso_bench.cards import TaskCard
+from iso_bench.data import RawSource
 
-class WiC(WiCTask):
-    suite = "word"
-    size_note = "train 5,428 (threshold), dev 638, test 1,400 pairs"
-    source = RawSource(path="wic/WiC_dataset", archive_dir="wic/WiC_dataset", version="1.0",
-                       url="https://pilehvar.github.io/wic/package/WiC_dataset.zip")
-    metadata = card(
-        name="WiC",
+CARD = TaskCard(
+    name="WiC",
+    kind="wic",
+    suite="word",
+    group=WORD,
+    size="train 5,428 (threshold), dev 638, test 1,400 pairs",
+    splits=("test",),
+    source=RawSource(path="wic/WiC_dataset", archive_dir="wic/WiC_dataset", version="1.0",
+                     url="https://pilehvar.github.io/wic/package/WiC_dataset.zip"),
+    params={"threshold_split": "train", "scored_splits": ("dev", "test")},
+    metadata=dict(
         description=(
             "Word-in-Context: does a target word have the same sense in two sentences? Without training: the "
             "cosine of the two target-word vectors (sub-token mean of the word's span), a threshold chosen on "
@@ -19,7 +24,6 @@ class WiC(WiCTask):
         reference="https://pilehvar.github.io/wic/",
         type="PairClassification",
         main_score="accuracy",
-        version="1.0",
         domains=("Written", "Encyclopaedic"),
         license="cc-by-nc-4.0",
         citation="""@inproceedings{pilehvar-camacho-collados-2019-wic,
@@ -29,4 +33,5 @@ class WiC(WiCTask):
   year = {2019},
   pages = {1267--1273},
 }""",
-    )
+    ),
+)

@@ -1,18 +1,24 @@
 """WSD on the Raganato et al. (2017) unified evaluation framework: ALL, with SemCor sense centroids."""
 
-from iso_bench.kinds import RawSource, card
-from iso_bench.kinds.wsd import WSDTask
+from iso_bench.tasks._groups import WORD
 
+from iso_bench.cards import TaskCard
+from iso_bench.data import RawSource
 
-class WSDRaganatoALL(WSDTask):
-    suite = "word"
-    size_note = "7,253 test instances (SE2 2,282, SE3 1,850, SE07 455, SE13 1,644, SE15 1,022); SemCor 224,716"
-    source = RawSource(path="wsd/WSD_Evaluation_Framework", archive_dir="wsd", version="2017",
-                       url="http://lcl.uniroma1.it/wsdeval/data/WSD_Evaluation_Framework.zip")
-    wordnet_source = RawSource(path="nltk_data/corpora/wordnet", archive_dir="nltk_data/corpora", version="3.0",
-                               url="https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/corpora/wordnet.zip")
-    metadata = card(
-        name="WSD-ALL",
+CARD = TaskCard(
+    name="WSD-ALL",
+    kind="wsd",
+    suite="word",
+    group=WORD,
+    size="7,253 test instances (SE2 2,282, SE3 1,850, SE07 455, SE13 1,644, SE15 1,022); SemCor 224,716",
+    source=RawSource(path="wsd/WSD_Evaluation_Framework", archive_dir="wsd", version="2017",
+                     url="http://lcl.uniroma1.it/wsdeval/data/WSD_Evaluation_Framework.zip"),
+    params={
+        "test_set": "ALL",
+        "wordnet": RawSource(path="nltk_data/corpora/wordnet", archive_dir="nltk_data/corpora", version="3.0",
+                             url="https://raw.githubusercontent.com/nltk/nltk_data/gh-pages/packages/corpora/wordnet.zip"),
+    },
+    metadata=dict(
         description=(
             "All-words word sense disambiguation on the concatenation of Senseval-2, Senseval-3, SemEval-2007, "
             "SemEval-2013 and SemEval-2015 (Raganato et al. 2017). Without training: each WordNet 3.0 sense's "
@@ -23,7 +29,6 @@ class WSDRaganatoALL(WSDTask):
         reference="https://aclanthology.org/E17-1010/",
         type="Classification",
         main_score="f1",
-        version="2017",
         domains=("News", "Non-fiction", "Written"),
         license="cc-by-nc-sa-4.0",
         citation="""@inproceedings{raganato-etal-2017-word,
@@ -33,4 +38,5 @@ class WSDRaganatoALL(WSDTask):
   year = {2017},
   pages = {99--110},
 }""",
-    )
+    ),
+)

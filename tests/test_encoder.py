@@ -8,7 +8,7 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from iso_bench.encoder import task_texts  # noqa: E402
+from iso_bench.fit_corpus import task_texts  # noqa: E402
 
 
 def _task(test) -> SimpleNamespace:

@@ -64,7 +64,7 @@ def test_isoscore_matches_reference_package(shape):
     rng = np.random.default_rng(shape[1])
     X = rng.normal(size=shape) @ rng.normal(size=(shape[1], shape[1]))
     # IsoScore 2.x takes (n_points, dim): it reads the dimension from points.shape[1] and calls
-    # torch.cov(points.T); REFERENCE.md's "(dim, n_points)" is the 1.x numpy version's convention.
+    # torch.cov(points.T); the "(dim, n_points)" of older write-ups is the 1.x numpy version's convention.
     expected = float(reference.IsoScore(X))
     assert isoscore(X) == pytest.approx(expected, abs=1e-6)
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import iso_bench  # noqa: F401 - registers the tasks with mteb
+from iso_bench.cards import card_of
 from iso_bench.data import DataNotFoundError
-from iso_bench.kinds import TASKS
+from iso_bench.mteb_plugin import task_class
 
 
 def write(path: Path, text: str) -> None:
@@ -36,7 +38,7 @@ def wic_folder(root: Path) -> None:
 
 def test_wic_threshold_on_train_accuracy_on_dev_and_test(tmp_path: Path, keyword_variant) -> None:
     wic_folder(tmp_path)
-    task = TASKS.get("WiC")(data_dir=tmp_path)
+    task = task_class(card_of("WiC"))(data_dir=tmp_path)
     task.load_data()
     model = keyword_variant(["bank", "shore", "play", "act"])
     scores = task.evaluate(model, "test")["default"]
@@ -52,15 +54,16 @@ def test_wic_threshold_on_train_accuracy_on_dev_and_test(tmp_path: Path, keyword
 
 def test_word_tasks_refuse_plain_mteb_encoders(tmp_path: Path) -> None:
     wic_folder(tmp_path)
-    task = TASKS.get("WiC")(data_dir=tmp_path)
+    task = task_class(card_of("WiC"))(data_dir=tmp_path)
     with pytest.raises(TypeError, match="only iso-bench variants"):
         task.evaluate(object(), "test")
 
 
 def test_missing_data_names_every_place(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("ISO_BENCH_DOWNLOAD_DIR", str(tmp_path / "downloads"))
-    task = TASKS.get("WiC")(data_dir=tmp_path)
-    task.source = type(task.source)(path="wic/WiC_dataset", url=(tmp_path / "nowhere.zip").as_uri(), version="1.0")
+    task = task_class(card_of("WiC"))(data_dir=tmp_path)
+    source = type(task.card.source)(path="wic/WiC_dataset", url=(tmp_path / "nowhere.zip").as_uri(), version="1.0")
+    task.card = dataclasses.replace(task.card, source=source)
     with pytest.raises(DataNotFoundError) as err:
         task.load_data()
     message = str(err.value)
@@ -77,9 +80,10 @@ def test_download_from_the_public_source(tmp_path: Path, monkeypatch) -> None:
         for f in (tmp_path / "src" / "wic" / "WiC_dataset").rglob("*.txt"):
             z.write(f, f.relative_to(tmp_path / "src" / "wic" / "WiC_dataset"))
     monkeypatch.setenv("ISO_BENCH_DOWNLOAD_DIR", str(tmp_path / "downloads"))
-    task = TASKS.get("WiC")(data_dir=None)
-    task.source = type(task.source)(path="wic/WiC_dataset", archive_dir="wic/WiC_dataset",
+    task = task_class(card_of("WiC"))(data_dir=None)
+    source = type(task.card.source)(path="wic/WiC_dataset", archive_dir="wic/WiC_dataset",
                                     url=archive.as_uri(), version="1.0")
+    task.card = dataclasses.replace(task.card, source=source)
     monkeypatch.delenv("ISO_BENCH_DATA_DIR", raising=False)
     task.load_data()
     assert len(task.dataset["test"]) == 3 and task.folder == (tmp_path / "downloads" / "wic" / "WiC_dataset")
@@ -92,7 +96,7 @@ def test_paper_sts_wmean_and_all(tmp_path: Path, keyword_variant) -> None:
     for name, items in pairs.items():
         write(sts / f"STS.input.{name}.txt", "".join(f"{x}\t{y}\n" for x, y, _ in items))
         write(sts / f"STS.gs.{name}.txt", "".join(f"{g}\n" for *_, g in items))
-    task = TASKS.get("STS13-SentEval")(data_dir=tmp_path)
+    task = task_class(card_of("STS13-SentEval"))(data_dir=tmp_path)
     task.load_data()
     scores = task.evaluate(keyword_variant(["a", "b", "c", "d"]), "test")["default"]
     # per subset, cosines rank the pairs: FNWN 1 > 0.5 > 0 matches the gold order (rho 1); headlines
@@ -109,10 +113,12 @@ def test_paper_sts_wmean_and_all(tmp_path: Path, keyword_variant) -> None:
 
 
 def test_isotropy_task_on_a_keyword_encoder(keyword_variant, monkeypatch) -> None:
-    task = TASKS.get("Isotropy-STSB")()
+    task = task_class(card_of("Isotropy-STSB"))()
     texts = ["a b", "c d", "a c", "b d"]
     task.dataset, task.data_loaded = {"test": texts}, True
-    scores = task.evaluate(keyword_variant(["a", "b", "c", "d"], "center"), "test")["default"]
+    model = keyword_variant(["a", "b", "c", "d"], "center")
+    model.corpus.add_tasks([task])  # the fit corpus "task" is this task's texts (as the runner hands them over)
+    scores = task.evaluate(model, "test")["default"]
     X = np.array([[1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0], [0, 1, 0, 1]], float)
     from iso_bench.isotropy import average_cosine, iw
 

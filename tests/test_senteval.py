@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iso_bench.senteval import (
+from iso_bench.kinds.paper_sts.data import (
     STS_SUBSETS,
     TASK_LOADERS,
     STSFormatError,
@@ -19,9 +19,8 @@ from iso_bench.senteval import (
     load_sts_subset,
     load_sts_task,
     load_sts_year,
-    score_sts,
-    spearman100,
 )
+from iso_bench.kinds.paper_sts.scoring import score_sts, spearman100
 from tests.conftest import SHARED_DATA, _missing
 
 # ------------------------------------------------------------------------------------- scoring by hand

@@ -7,17 +7,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iso_bench.wic import (
+from iso_bench.kinds.wic import (
     WiCFormatError,
     accuracy,
     choose_threshold,
-    cosine_pairs,
     evaluate_wic,
     labels_of,
     load_wic,
     load_wic_split,
     unrelated_targets,
 )
+from iso_bench.linalg import paired_cosine as cosine_pairs
 from tests.conftest import SHARED_DATA, _missing
 
 # ------------------------------------------------------------------------------------- threshold protocol

@@ -14,8 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iso_bench.wsd import SenseCentroids, dataset_of, evaluate, predict, score, score_by_dataset
-from iso_bench.wsd_data import (
+from iso_bench.kinds.wsd.data import (
     Instance,
     WordNetSenses,
     WSDDataError,
@@ -23,6 +22,7 @@ from iso_bench.wsd_data import (
     load_corpus,
     read_keys,
 )
+from iso_bench.kinds.wsd.scoring import SenseCentroids, dataset_of, evaluate, predict, score, score_by_dataset
 from tests.conftest import SHARED_DATA, _missing
 
 # sense_key offset sense_number tag_cnt; deliberately not in sense-number order

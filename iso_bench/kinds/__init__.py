@@ -1,28 +1,32 @@
-"""Task kinds: the evaluators that iso-bench adds to mteb (one module per kind).
+"""Task kinds: one module (or, for a large kind, one package) per kind, holding its evaluator, its data
+readers and its scorer. A card in ``tasks/`` names its kind; :func:`kind_class` finds the evaluator.
 
-Importing this package is what makes every iso-bench task known: it imports ``iso_bench.tasks``
-(the ``tasks/`` folder), whose files register their tasks in :data:`TASKS`.
+Kinds import neither torch nor mteb; :mod:`iso_bench.mteb_plugin` turns each card into an mteb task class.
 """
 
 from __future__ import annotations
 
-from iso_bench.kinds.base import TASKS, DataFormatError, IsoTask, RawSource, card
+import importlib
 
-__all__ = ["TASKS", "DataFormatError", "IsoTask", "RawSource", "card", "load_all"]
-
-
-def load_all() -> None:
-    """Import every task definition (idempotent)."""
-    import iso_bench.tasks  # noqa: F401 - registers the tasks
+from iso_bench.cards import CardError, TaskCard
+from iso_bench.kinds.base import Kind
 
 
-def _register_if_mteb_is_loaded() -> None:
-    import sys
+def kind_class(card: TaskCard) -> type[Kind]:
+    """The evaluator class of a card's kind: the ``KIND`` of module ``card.kind_module()``."""
+    module_name = card.kind_module()
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise CardError(f"{card.module}: task {card.name!r} names kind {card.kind!r}, but there is no module "
+                            f"{module_name}; kinds live in iso_bench/kinds/ (or give a dotted module path)") from None
+        raise
+    kind = getattr(module, "KIND", None)
+    if not (isinstance(kind, type) and issubclass(kind, Kind)):
+        raise CardError(f"{module_name} (kind of task {card.name!r}) must define KIND, a subclass of "
+                        "iso_bench.kinds.base.Kind")
+    return kind
 
-    if "mteb.get_tasks" in sys.modules:
-        from iso_bench.mteb_plugin import register_tasks
 
-        register_tasks()
-
-
-_register_if_mteb_is_loaded()
+__all__ = ["Kind", "kind_class"]

@@ -5,40 +5,33 @@ tables can set isotropy beside task scores. It never enters a ranked average.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from iso_bench.isotropy import MEASURES
-from iso_bench.kinds.base import IsoTask, sentence_vectors
+from iso_bench.kinds.base import Kind, TokenEncoder, sentence_vectors
 
 
-class IsotropyTask(IsoTask):
-    """Isotropy measures of a variant's vectors on the sentences of an mteb STS task's split.
+class IsotropyKind(Kind):
+    """Isotropy measures of a model's vectors on the texts of an mteb task (``params["corpus_task"]``).
 
-    ``corpus_task`` names the mteb task whose sentences (both columns) form the corpus; its data comes
-    from the hub or the local mirror like any mteb task. Scores: ``sentence_<measure>`` and
-    ``token_<measure>`` for every measure of :data:`iso_bench.isotropy.MEASURES` (token measures only
-    for iso-bench variants); the main score is the sentence vectors' I(W).
+    The corpus task's data comes from the hub or the local mirror like any mteb task. Scores:
+    ``sentence_<measure>`` and ``token_<measure>`` for every measure of :data:`iso_bench.isotropy.MEASURES`
+    (token measures only for models that give token vectors); the main score is the sentence vectors' I(W).
     """
 
-    kind = "isotropy"
     needs_tokens = True
-    corpus_task: ClassVar[str]
-    corpus_split: ClassVar[str] = "test"
 
-    def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-        if self.data_loaded:
-            return
+    def load(self) -> dict[str, list[str]]:
         import mteb
 
         from iso_bench.data import use_source
-        from iso_bench.encoder import task_texts
+        from iso_bench.fit_corpus import task_texts
 
-        task = mteb.get_task(self.corpus_task)
+        task = mteb.get_task(self.card.params["corpus_task"])
         self._source = use_source(task, self.data_dir)
-        self.dataset = {"test": task_texts(task)}
-        self.data_loaded = True
+        return {"test": task_texts(task)}
 
     def source_record(self) -> dict[str, Any]:
         return self._source
@@ -48,15 +41,16 @@ class IsotropyTask(IsoTask):
         return list(self.dataset["test"])
 
     def score(self, model: Any, split: str, encode_kwargs: dict[str, Any]) -> dict[str, Any]:
-        from iso_bench.encoder import VariantEncoder
-
         texts = self.dataset["test"]
         scores: dict[str, Any] = {"n_sentences": len(texts)}
-        vectors = {"sentence": np.asarray(sentence_vectors(model, texts, self, encode_kwargs), np.float64)}
-        if isinstance(model, VariantEncoder):
+        vectors = {"sentence": sentence_vectors(model, texts, self, encode_kwargs)}
+        if isinstance(model, TokenEncoder):
             vectors["token"] = np.asarray(model.token_vectors(texts, self.metadata.name), np.float64)
             scores["n_tokens"] = len(vectors["token"])
         for level, X in vectors.items():
             for name, measure in MEASURES.items():
                 scores[f"{level}_{name}"] = float(measure(X))
         return scores
+
+
+KIND = IsotropyKind

@@ -1,4 +1,5 @@
-"""WiC (Pilehvar & Camacho-Collados, NAACL 2019): the official release, and its training-free protocol.
+"""The WiC kind (Pilehvar & Camacho-Collados, NAACL 2019): the official release, its reader, and the
+training-free protocol.
 
 Each WiC instance is a target lemma, its part of speech, and two space-tokenized sentences that use the
 lemma; the gold label says whether the two uses share a sense. The data file gives the target's token
@@ -29,10 +30,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from iso_bench.textio import read_lines
+from iso_bench.data import DataFormatError
+from iso_bench.files import read_lines
+from iso_bench.kinds.base import Kind, WordEncoder, require
+from iso_bench.linalg import paired_cosine
 
 POS_TAGS = ("N", "V")
 LABELS = {"T": True, "F": False}
@@ -49,7 +54,7 @@ _SUPPLETIVE = {
 _INDEX = re.compile(r"(\d+)-(\d+)")
 
 
-class WiCFormatError(ValueError):
+class WiCFormatError(DataFormatError):
     """A WiC data or gold file is malformed; the message starts with ``file:line``."""
 
 
@@ -208,28 +213,6 @@ def unrelated_targets(pairs: Sequence[WiCPair]) -> list[tuple[int, int, str]]:
     return found
 
 
-def cosine_pairs(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity of two aligned ``(n, d)`` arrays, shape ``(n,)``, in float64.
-
-    A zero row has no direction, so its cosine is undefined: that is an error naming the row, never a
-    silent 0.
-
-    Example:
-        >>> cosine_pairs(np.array([[1.0, 0.0], [1.0, 1.0]]), np.array([[0.0, 2.0], [2.0, 2.0]]))
-        array([0., 1.])
-    """
-    A = np.asarray(A, dtype=np.float64)
-    B = np.asarray(B, dtype=np.float64)
-    if A.ndim != 2 or A.shape != B.shape:
-        raise ValueError(f"cosine_pairs needs two (n, d) arrays of the same shape, got {A.shape} and {B.shape}")
-    na, nb = np.linalg.norm(A, axis=1), np.linalg.norm(B, axis=1)
-    for name, norms in (("A", na), ("B", nb)):
-        bad = np.flatnonzero(~(norms > 0) | ~np.isfinite(norms))
-        if bad.size:
-            raise ValueError(f"row {int(bad[0])} of {name} has zero or non-finite norm; its cosine is undefined")
-    return np.einsum("ij,ij->i", A, B) / (na * nb)
-
-
 def _check(scores: Sequence[float] | np.ndarray, labels: Sequence[bool] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels)
@@ -312,3 +295,33 @@ def evaluate_wic(
     acc = {name: accuracy(scores[name], labels[name], threshold) for name in scores}
     sizes = {name: len(np.asarray(scores[name])) for name in scores}
     return WiCResult(threshold=threshold, fit_split=fit_split, accuracy=acc, sizes=sizes)
+
+
+class WiCKind(Kind):
+    """WiC accuracy with a cosine threshold chosen on ``params["threshold_split"]``. Main score: test accuracy."""
+
+    needs_tokens = True
+
+    def read(self, folder: Path) -> dict[str, list[WiCPair]]:
+        return {split: load_wic(folder, split) for split in SPLITS}
+
+    def fit_texts(self) -> list[str]:
+        self.load_data()
+        return [s for split in self.card.params["scored_splits"] for p in self.dataset[split]
+                for s in (p.sentence1, p.sentence2)]
+
+    def score(self, model: Any, split: str, encode_kwargs: dict[str, Any]) -> dict[str, Any]:
+        name = self.metadata.name
+        variant = require(model, WordEncoder, name)
+        cosines, labels = {}, {}
+        for part, pairs in self.dataset.items():
+            a = variant.word_vectors([p.sentence1 for p in pairs], [p.span1 for p in pairs], name)
+            b = variant.word_vectors([p.sentence2 for p in pairs], [p.span2 for p in pairs], name)
+            cosines[part], labels[part] = paired_cosine(a, b), labels_of(pairs)
+        result = evaluate_wic(cosines, labels, fit_split=self.card.params["threshold_split"])
+        return {"accuracy": result.accuracy["test"], "accuracy_dev": result.accuracy["dev"],
+                "accuracy_train": result.accuracy["train"], "threshold": result.threshold,
+                "threshold_split": result.fit_split, **{f"n_{k}": v for k, v in result.sizes.items()}}
+
+
+KIND = WiCKind

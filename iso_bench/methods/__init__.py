@@ -1,7 +1,8 @@
 """Post-processing methods: each module defines one method and registers it with ``@register``.
 
-Importing this package registers every built-in method (cheaply: torch and scikit-learn are
-imported inside ``fit`` of the methods that need them).
+Importing this package imports every module in it (other than ``base``), so a new method is one new
+file. Importing is cheap: torch and scikit-learn are imported inside ``fit`` of the methods that need
+them. :func:`method_names` lists the methods in the order of the README's table (each class's ``order``).
 
 Every ``transform`` returns a new float64 array of shape ``(n, d_out)`` (``d_out`` = the input
 dimension, except ``whiten-k``: k). float64, not float32, because the guarantees the tests check
@@ -9,15 +10,38 @@ dimension, except ``whiten-k``: k). float64, not float32, because the guarantees
 below float32 resolution; cast at the boundary (cache, mteb) where memory matters.
 
 Example:
-    >>> from iso_bench.methods import METHODS, make_method
-    >>> "whiten" in METHODS
-    True
+    >>> from iso_bench.methods import METHODS, make_method, method_names
+    >>> "whiten" in METHODS, method_names()[0]
+    (True, 'raw')
     >>> make_method("cluster-pca-10-3")[0].n_directions
     3
 """
 
-# table order of REFERENCE.md: the registry keeps insertion order, and listings follow it
-from iso_bench.methods import raw, center, clip, abtt, whiten, cluster_pca, flow  # noqa: F401, I001
-from iso_bench.methods.base import METHODS, Method, MethodError, NotFittedError, make_method, parse_spec, register
+from __future__ import annotations
 
-__all__ = ["METHODS", "Method", "MethodError", "NotFittedError", "make_method", "parse_spec", "register"]
+import importlib
+import pkgutil
+
+from iso_bench.methods.base import (
+    METHODS,
+    Method,
+    MethodError,
+    NotFittedError,
+    make_method,
+    method_names,
+    parse_spec,
+    register,
+)
+
+
+def _discover() -> None:
+    """Import every method module of this package; each registers its method on import."""
+    for info in pkgutil.iter_modules(__path__):
+        if info.name != "base" and not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+_discover()
+
+__all__ = ["METHODS", "Method", "MethodError", "NotFittedError", "make_method", "method_names", "parse_spec",
+           "register"]

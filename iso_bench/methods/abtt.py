@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from iso_bench.linalg import fix_signs
 from iso_bench.methods.base import Method, MethodError, register
 
 
@@ -25,10 +26,7 @@ def _top_directions(Xc: np.ndarray, k: int) -> np.ndarray:
     else:
         _, _, vt = np.linalg.svd(Xc, full_matrices=False)
         comps = vt[:k]
-    idx = np.abs(comps).argmax(axis=1)
-    signs = np.sign(comps[np.arange(len(comps)), idx])
-    signs[signs == 0] = 1.0
-    return np.ascontiguousarray(comps * signs[:, None])
+    return fix_signs(comps)
 
 
 @register
@@ -50,6 +48,7 @@ class Abtt(Method):
     """
 
     name = "abtt"
+    order = 30
     spec_args = ("n_components",)
 
     def __init__(self, *, n_components: int | None = None) -> None:

@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from iso_bench.registry import Registry
+from iso_bench.registry import IsoBenchError, Registry
 
 
-class MethodError(ValueError):
+class MethodError(IsoBenchError, ValueError):
     """A method cannot be fitted or applied to the data it was given; the message says how to fix it."""
 
 
@@ -31,10 +31,13 @@ class Method:
 
     Subclasses set ``name`` (the registry name), optionally ``spec_args`` (parameters that may be given
     positionally in a spec), ``default_level`` (``"sentence"`` or ``"token"``: the vectors the method is
-    fitted on and applied to by default) and ``fitted`` (False for methods with nothing to learn).
+    fitted on and applied to by default), ``fitted`` (False for methods with nothing to learn) and
+    ``order`` (where ``iso-bench list`` and :func:`method_names` place the method: the order of the
+    README's method table, raw first; a plugin method keeps the default and comes last).
     """
 
     name: ClassVar[str] = ""
+    order: ClassVar[int] = 1000
     spec_args: ClassVar[tuple[str, ...]] = ()
     default_level: ClassVar[str] = "sentence"
     fitted: ClassVar[bool] = True
@@ -188,6 +191,16 @@ def register(cls: type[Method]) -> type[Method]:
     """Class decorator: register a method under its ``name``."""
     METHODS.add(cls.name, cls)
     return cls
+
+
+def method_names() -> list[str]:
+    """The registered method names in listing order (``order``, then name).
+
+    >>> from iso_bench.methods import method_names  # importing the package registers every method
+    >>> method_names()[:3]
+    ['raw', 'center', 'clip']
+    """
+    return sorted(METHODS, key=lambda name: (METHODS.get(name).order, name))
 
 
 def parse_spec(spec: str) -> tuple[type[Method], dict[str, Any]]:

@@ -20,6 +20,7 @@ class Center(Method):
     """
 
     name = "center"
+    order = 10
 
     def __init__(self) -> None:
         pass

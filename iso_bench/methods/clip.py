@@ -48,6 +48,7 @@ class Clip(Method):
     """
 
     name = "clip"
+    order = 20
     spec_args = ("dims",)
 
     def __init__(

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.linalg import fix_signs
 from iso_bench.methods.base import Method, MethodError, register
 
 ALGORITHMS = ("kmeans", "gmm")
@@ -40,11 +41,7 @@ def _directions(members: np.ndarray, k: int) -> np.ndarray:
         sv, vt = np.sqrt(np.clip(vals[::-1], 0.0, None)), vecs[:, ::-1].T
     else:
         _, sv, vt = np.linalg.svd(members, full_matrices=False)
-    comps = vt[:k][sv[:k] > 1e-12 * sv[0]]  # drop directions without variance (duplicate members)
-    idx = np.abs(comps).argmax(axis=1)
-    signs = np.sign(comps[np.arange(len(comps)), idx])
-    signs[signs == 0] = 1.0
-    return comps * signs[:, None]
+    return fix_signs(vt[:k][sv[:k] > 1e-12 * sv[0]])  # drop directions without variance (duplicate members)
 
 
 def _group(labels: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,6 +80,7 @@ class ClusterPCA(Method):
     """
 
     name = "cluster-pca"
+    order = 50
     spec_args = ("n_clusters", "n_directions")
     default_level = "token"
 

@@ -109,6 +109,7 @@ class Flow(Method):
     """
 
     name = "flow"
+    order = 60
 
     def __init__(
         self,
@@ -207,14 +208,10 @@ class Flow(Method):
         return (X[:, a] - self.mean_[a]) / self.scale_[a]
 
 
-def _train(torch: Any, X: np.ndarray, cfg: Flow, steps: int) -> tuple[list[dict[str, np.ndarray]], list[float]]:
-    """Initialise and train the flow on standardised ``X`` for ``steps`` Adam steps; returns float64 numpy
-    blocks and the loss curve."""
-    n, d = X.shape
+def _init_blocks(torch: Any, d: int, cfg: Flow, lower: Any, upper: Any) -> list[dict[str, Any]]:
+    """The flow's blocks before training: random rotations in LU form, couplings that start as the identity
+    (the ActNorm parameters are set from data afterwards)."""
     da, db = d // 2, d - d // 2
-    data = torch.as_tensor(X, dtype=torch.float32)
-    eye = torch.eye(d)
-    lower, upper = torch.tril(torch.ones(d, d), -1), torch.triu(torch.ones(d, d), 1)
     blocks = []
     for _ in range(int(cfg.n_blocks)):
         q, _ = torch.linalg.qr(torch.randn(d, d))
@@ -236,6 +233,17 @@ def _train(torch: Any, X: np.ndarray, cfg: Flow, steps: int) -> tuple[list[dict[
                 "b2": torch.zeros(2 * db, requires_grad=True),
             }
         )
+    return blocks
+
+
+def _train(torch: Any, X: np.ndarray, cfg: Flow, steps: int) -> tuple[list[dict[str, np.ndarray]], list[float]]:
+    """Initialise and train the flow on standardised ``X`` for ``steps`` Adam steps; returns float64 numpy
+    blocks and the loss curve."""
+    n, d = X.shape
+    data = torch.as_tensor(X, dtype=torch.float32)
+    eye = torch.eye(d)
+    lower, upper = torch.tril(torch.ones(d, d), -1), torch.triu(torch.ones(d, d), 1)
+    blocks = _init_blocks(torch, d, cfg, lower, upper)
 
     def assemble(b: dict[str, Any]) -> dict[str, Any]:
         W = b["P"] @ (b["L"] * lower + eye) @ (b["U"] * upper + torch.diag(b["sign"] * torch.exp(b["log_s"])))
@@ -281,25 +289,30 @@ def _train(torch: Any, X: np.ndarray, cfg: Flow, steps: int) -> tuple[list[dict[
         opt.step()
         sched.step()
         history.append(float(loss.detach()))
-
-    out = []
-    low, up = lower.double().numpy(), upper.double().numpy()
     with torch.no_grad():
-        for b in blocks:
-            a = {k: v.detach().double().numpy() for k, v in b.items() if k != "src"}
-            # assemble W in float64 so that log|det W| = sum(log_s) holds to float64 precision
-            W = a["P"] @ (a["L"] * low + np.eye(d)) @ (a["U"] * up + np.diag(a["sign"] * np.exp(a["log_s"])))
-            out.append(
-                {
-                    "bias": a["bias"],
-                    "log_scale": a["log_scale"],
-                    "W": W,
-                    "W_inv": np.linalg.inv(W),
-                    "logdet_W": float(a["log_s"].sum()),
-                    "W1": a["W1"],
-                    "b1": a["b1"],
-                    "W2": a["W2"],
-                    "b2": a["b2"],
-                }
-            )
-    return out, history
+        return _to_numpy(blocks, lower, upper), history
+
+
+def _to_numpy(blocks: list[dict[str, Any]], lower: Any, upper: Any) -> list[dict[str, np.ndarray]]:
+    """The trained blocks as float64 numpy arrays, with W assembled (and inverted) in float64 so that
+    log|det W| = sum(log_s) holds to float64 precision."""
+    d = lower.shape[0]
+    low, up = lower.double().numpy(), upper.double().numpy()
+    out = []
+    for b in blocks:
+        a = {k: v.detach().double().numpy() for k, v in b.items() if k != "src"}
+        W = a["P"] @ (a["L"] * low + np.eye(d)) @ (a["U"] * up + np.diag(a["sign"] * np.exp(a["log_s"])))
+        out.append(
+            {
+                "bias": a["bias"],
+                "log_scale": a["log_scale"],
+                "W": W,
+                "W_inv": np.linalg.inv(W),
+                "logdet_W": float(a["log_s"].sum()),
+                "W1": a["W1"],
+                "b1": a["b1"],
+                "W2": a["W2"],
+                "b2": a["b2"],
+            }
+        )
+    return out

@@ -17,6 +17,7 @@ class Raw(Method):
     """
 
     name = "raw"
+    order = 0
     fitted = False
 
     def __init__(self) -> None:

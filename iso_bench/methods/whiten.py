@@ -11,6 +11,7 @@ import logging
 
 import numpy as np
 
+from iso_bench.linalg import fix_signs
 from iso_bench.methods.base import Method, MethodError, register
 
 logger = logging.getLogger(__name__)
@@ -29,14 +30,14 @@ class Whiten(Method):
             paper's transform) a singular covariance is refused; see below.
 
     When is the covariance singular? n centred vectors span at most n - 1 dimensions, so with
-    ``n_vectors <= k`` (k = n_components, or dim) some kept eigenvalue is zero and whitening would
-    divide by it (REFERENCE.md: I(W) then collapses to 0). With ``eps == 0`` :meth:`fit` raises a
-    :class:`MethodError` naming the fixes: more fit vectors, ``whiten-k`` with ``k < n_vectors``, or
-    ``eps > 0``. When there are enough vectors but some directions have no variance at all (an
-    eigenvalue below 1e-10 of the largest: constant or linearly dependent dimensions, as the three dead
-    coordinates of all-MiniLM-L6-v2), plain ``whiten`` whitens the subspace that has variance and
-    records the number of dropped directions in ``dropped_``; an explicit ``whiten-k`` that would need
-    such a direction is refused. With ``eps > 0`` the fit always succeeds.
+    ``n_vectors <= k`` (k = n_components, or dim) some kept eigenvalue is zero and whitening would divide
+    by it (that direction, scaled by ~1/0, then dominates every vector and I(W) collapses to 0). With
+    ``eps == 0`` :meth:`fit` raises a :class:`MethodError` naming the fixes: more fit vectors, ``whiten-k``
+    with ``k < n_vectors``, or ``eps > 0``. When there are enough vectors but some directions have no
+    variance at all (an eigenvalue below 1e-10 of the largest: constant or linearly dependent dimensions,
+    as the three dead coordinates of all-MiniLM-L6-v2), plain ``whiten`` whitens the subspace that has
+    variance and records the number of dropped directions in ``dropped_``; an explicit ``whiten-k`` that
+    would need such a direction is refused. With ``eps > 0`` the fit always succeeds.
 
     Learned state: ``mean_`` (d,), ``W_`` (d, k), ``eigenvalues_`` (all d, decreasing),
     ``n_components_`` (k), ``dropped_`` (directions without variance left out), ``dim_``.
@@ -49,6 +50,7 @@ class Whiten(Method):
     """
 
     name = "whiten"
+    order = 40
     spec_args = ("n_components",)
 
     def __init__(self, *, n_components: int | None = None, eps: float = 0.0) -> None:
@@ -76,12 +78,8 @@ class Whiten(Method):
         Xc = X - mean
         cov = (Xc.T @ Xc) / (n - 1)
         vals, vecs = np.linalg.eigh(cov)
-        vals, vecs = np.clip(vals[::-1], 0.0, None), vecs[:, ::-1]
-        # reproducible signs: the largest-magnitude entry of each eigenvector is positive
-        idx = np.abs(vecs).argmax(axis=0)
-        signs = np.sign(vecs[idx, np.arange(d)])
-        signs[signs == 0] = 1.0
-        vecs = vecs * signs
+        # reproducible signs: the largest-magnitude entry of each eigenvector (a column) is positive
+        vals, vecs = np.clip(vals[::-1], 0.0, None), fix_signs(vecs[:, ::-1], axis=1)
         tol = _RANK_TOL * max(vals[0], np.finfo(float).tiny)
         rank = int((vals > tol).sum())
         if self.eps == 0 and rank < k:

@@ -1,29 +1,25 @@
-"""STS as the isotropy papers measured it (SentEval layout): Spearman x 100 between the cosine of the two
-sentence vectors and the gold score, per subset, aggregated as "all" (subsets concatenated, one
-Spearman: SimCSE, SBERT, MTEB) and "wmean" (per-subset Spearman averaged by subset size: BERT-flow and
-BERT-whitening tables). STS-B and SICK-R use their test splits (1,379 and 4,927 pairs), as the papers.
+"""The papers' STS kind (SentEval layout): Spearman x 100 between the cosine of the two sentence vectors and the
+gold score, per subset, aggregated as "all" (subsets concatenated, one Spearman: SimCSE, SBERT, MTEB) and
+"wmean" (per-subset Spearman averaged by subset size: BERT-flow and BERT-whitening tables). STS-B and SICK-R
+use their test splits (1,379 and 4,927 pairs), as the papers. Readers in :mod:`.data`, scorer in :mod:`.scoring`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
+from iso_bench.kinds.base import Kind, sentence_vectors
+from iso_bench.kinds.paper_sts.data import load_sts_task
+from iso_bench.kinds.paper_sts.scoring import score_sts
+from iso_bench.linalg import paired_cosine
 
-from iso_bench.kinds.base import IsoTask, card, sentence_vectors
-from iso_bench.senteval import load_sts_task, score_sts
 
-
-class PaperSTSTask(IsoTask):
-    """One SentEval STS task. Main score: ``wmean_spearman`` (a fraction, as mteb's scores)."""
-
-    kind = "paper-sts"
-    suite = "paper-sts"
-    senteval_name: ClassVar[str]  # the name iso_bench.senteval loads: STS12..STS16, STSBenchmark, SICK-R
+class PaperSTSKind(Kind):
+    """One SentEval STS task (``params["senteval_name"]``). Main score: ``wmean_spearman`` (a fraction)."""
 
     def read(self, folder: Path) -> Any:
-        return load_sts_task(folder, self.senteval_name)
+        return load_sts_task(folder, self.card.params["senteval_name"])
 
     def fit_texts(self) -> list[str]:
         self.load_data()
@@ -32,10 +28,9 @@ class PaperSTSTask(IsoTask):
     def score(self, model: Any, split: str, encode_kwargs: dict[str, Any]) -> dict[str, Any]:
         gold, predicted = {}, {}
         for subset in self.dataset.subsets:
-            a = np.asarray(sentence_vectors(model, list(subset.sentences1), self, encode_kwargs), np.float64)
-            b = np.asarray(sentence_vectors(model, list(subset.sentences2), self, encode_kwargs), np.float64)
-            cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-300)
-            gold[subset.name], predicted[subset.name] = subset.gold, cos
+            a = sentence_vectors(model, list(subset.sentences1), self, encode_kwargs)
+            b = sentence_vectors(model, list(subset.sentences2), self, encode_kwargs)
+            gold[subset.name], predicted[subset.name] = subset.gold, paired_cosine(a, b)
         result = score_sts(gold, predicted)
         scores: dict[str, Any] = {}
         for agg in ("wmean", "all"):
@@ -47,13 +42,4 @@ class PaperSTSTask(IsoTask):
         return scores
 
 
-def paper_sts_card(name: str, what: str, citation: str, reference: str, date: tuple[str, str]) -> Any:
-    """The metadata card of a SentEval STS task (shared wording, so each task file stays small)."""
-    return card(
-        name=name,
-        description=(f"{what}, SentEval layout, as the isotropy papers evaluate it: cosine of the two sentence "
-                     "vectors against the gold similarity; Spearman per subset aggregated as size-weighted mean (main "
-                     "score, wmean_spearman) and over all pairs (all_spearman)."),
-        reference=reference, type="STS", main_score="wmean_spearman", version="senteval",
-        domains=("News", "Web", "Written"), license="not specified", date=date, citation=citation,
-    )
+KIND = PaperSTSKind

@@ -1,5 +1,6 @@
-"""The word-sense-disambiguation kind (Raganato et al. 2017 framework): 1-nearest-neighbour on SemCor
-sense centroids, WordNet first sense where no candidate has a centroid, F1 as the official scorer.
+"""The word-sense-disambiguation kind (Raganato et al. 2017 framework): 1-nearest-neighbour on SemCor sense
+centroids, WordNet first sense where no candidate has a centroid, F1 as the official scorer. Readers in
+:mod:`.data`, scorer in :mod:`.scoring`.
 
 Vectors are the target words' vectors (sub-token mean of each instance's span), post-processed by the
 variant at token level: its method is fitted on the token vectors of the evaluation sentences (the
@@ -11,28 +12,27 @@ baseline.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from iso_bench.data import folder_checksum
-from iso_bench.kinds.base import IsoTask, RawSource, require_variant
-from iso_bench.wsd import SenseCentroids, evaluate
-from iso_bench.wsd_data import WordNetSenses, framework_paths, load_corpus
+from iso_bench.files import folder_checksum
+from iso_bench.kinds.base import Kind, WordEncoder, require
+from iso_bench.kinds.wsd.data import WordNetSenses, framework_paths, load_corpus
+from iso_bench.kinds.wsd.scoring import SenseCentroids, evaluate
 
 
-class WSDTask(IsoTask):
-    """1-NN WSD on a framework evaluation set with SemCor centroids. Main score: F1 on ``test_set``."""
+class WSDKind(Kind):
+    """1-NN WSD on a framework evaluation set (``params["test_set"]``) with SemCor centroids; WordNet from
+    ``params["wordnet"]`` (a :class:`~iso_bench.data.RawSource`). Main score: F1 on the test set."""
 
-    kind = "wsd"
     needs_tokens = True
-    wordnet_source: ClassVar[RawSource]
-    test_set: ClassVar[str] = "ALL"
+    wordnet_folder: Path | None = None
 
     def read(self, folder: Path) -> dict[str, Any]:
-        self.wordnet_folder = self.wordnet_source.locate(self.data_dir)
+        self.wordnet_folder = self.card.params["wordnet"].locate(self.data_dir)
         wordnet = WordNetSenses.from_index(self.wordnet_folder)
-        test = load_corpus(*framework_paths(folder, self.test_set), wordnet=wordnet)
+        test = load_corpus(*framework_paths(folder, self.card.params["test_set"]), wordnet=wordnet)
         # SemCor writes multiword forms with underscores; spaces let the tokenizer see words
         train = load_corpus(*framework_paths(folder, "semcor"), wordnet=wordnet, underscores_as_spaces=True)
         return {"test": test, "train": train, "wordnet": wordnet}
@@ -40,7 +40,7 @@ class WSDTask(IsoTask):
     def source_record(self) -> dict[str, Any]:
         record = super().source_record()
         record["wordnet"] = {"path": str(self.wordnet_folder), "sha256": folder_checksum(self.wordnet_folder),
-                             "revision": self.wordnet_source.version}
+                             "revision": self.card.params["wordnet"].version}
         return record
 
     def fit_texts(self) -> list[str]:
@@ -48,7 +48,7 @@ class WSDTask(IsoTask):
         return list(self.dataset["test"].sentences.values())
 
     def score(self, model: Any, split: str, encode_kwargs: dict[str, Any]) -> dict[str, Any]:
-        variant = require_variant(model, self.metadata.name)
+        variant = require(model, WordEncoder, self.metadata.name)
         name = self.metadata.name
         train, test = self.dataset["train"], self.dataset["test"]
         train_X = variant.word_vectors(*_texts_and_spans(train), name)
@@ -84,3 +84,6 @@ def _scores(result: Any, **extra: Any) -> dict[str, Any]:
     out["unanswered"] = result.predictions.unanswered
     out.update(extra)
     return out
+
+
+KIND = WSDKind

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import NamedTuple, NoReturn
 from xml.parsers import expat
 
+from iso_bench.data import DataFormatError
+
 POS_TAGS = ("NOUN", "VERB", "ADJ", "ADV")
 """The framework's part-of-speech tags of sense-tagged instances."""
 
@@ -35,7 +37,7 @@ SS_TYPE_POS = {"1": "NOUN", "2": "VERB", "3": "ADJ", "4": "ADV", "5": "ADJ"}
 EVALUATION_SETS = ("senseval2", "senseval3", "semeval2007", "semeval2013", "semeval2015", "ALL")
 
 
-class WSDDataError(ValueError):
+class WSDDataError(DataFormatError):
     """A WSD corpus, key file or WordNet index is malformed; the message starts with ``file:line``."""
 
 

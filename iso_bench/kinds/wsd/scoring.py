@@ -8,7 +8,7 @@ everywhere, the framework's "WN 1st sense" baseline (65.2 F1 on ALL). :func:`sco
 the framework's ``Scorer.java``. Vectors arrive as numpy arrays; no encoder is imported here.
 
 Example:
-    >>> from iso_bench.wsd_data import WordNetSenses, framework_paths, load_corpus       # doctest: +SKIP
+    >>> from iso_bench.kinds.wsd.data import WordNetSenses, framework_paths, load_corpus       # doctest: +SKIP
     >>> wn = WordNetSenses.from_index("nltk_data/corpora/wordnet")                       # doctest: +SKIP
     >>> test = load_corpus(*framework_paths(root, "ALL"), wordnet=wn)                    # doctest: +SKIP
     >>> evaluate(test, wn).scores["ALL"].f1                     # first-sense baseline  # doctest: +SKIP
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.wsd_data import Instance, WordNetSenses, WSDCorpus
+from iso_bench.kinds.wsd.data import Instance, WordNetSenses, WSDCorpus
 
 _PAIR_BLOCK = 1 << 15  # (instance, candidate) pairs per block when computing cosines
 _ROW_BLOCK = 1 << 14  # training rows per block when summing centroids
