@@ -12,6 +12,7 @@ from typing import Any
 
 MODELS = "mteb.models.model_implementations"
 TASKS = "mteb.get_tasks"
+RESULTS = "mteb.cache"
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -62,6 +63,13 @@ def _register_tasks() -> None:
     register_tasks()
 
 
+def _install_result_hook() -> None:
+    from iso_bench.mteb_plugin import install_result_hook
+
+    install_result_hook()
+
+
 def install() -> None:
     when_imported(MODELS, _register_models)
     when_imported(TASKS, _register_tasks)
+    when_imported(RESULTS, _install_result_hook)

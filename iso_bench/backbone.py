@@ -12,6 +12,11 @@ Example:
     >>> bb.encode(["A man plays a guitar."], kinds=("sentence",))["sentence"][0].shape  # doctest: +SKIP
     (384,)
 
+Which network makes the vectors is chosen by :func:`load_backbone`: a model that mteb's registry knows is
+run by mteb's own implementation of it (:mod:`iso_bench.mteb_backbone`: its prompts, pooling, normalisation
+and max length, so the raw variant is the model MTEB evaluates); any other model, or a request for a
+``pooling`` or ``layer``, by :class:`Backbone` here.
+
 torch and transformers are imported inside the functions that need them: importing this module (the command
 line reads :data:`POOLINGS`) loads neither.
 """
@@ -127,6 +132,9 @@ class Backbone:
         trust_remote_code: passed to transformers; off unless the user asks.
     """
 
+    kinds = KINDS  # every kind of vector comes from the hidden states
+    batch_size = 32  # texts per forward pass when the caller does not say
+
     def __init__(
         self,
         model_id: str,
@@ -191,12 +199,18 @@ class Backbone:
         return other
 
     def describe(self) -> dict[str, Any]:
-        """What identifies these vectors: model, revision and extraction settings."""
+        """What identifies these vectors: ``vectors: "hf"`` (this backbone made them), model, revision and
+        extraction settings (which say ``"hf"`` too, for the record every result carries)."""
         return {
+            "vectors": "hf",
             "model": self.model_id,
             "revision": self.revision,
-            "extraction": {**self.extraction.to_dict(), "max_length": self.max_length},
+            "extraction": {"vectors": "hf", **self.extraction.to_dict(), "max_length": self.max_length},
         }
+
+    def prompt_context(self, task_metadata: Any = None, prompt_type: Any = None) -> None:
+        """The prompt part of a cache key: none, this backbone encodes every text as it is."""
+        return None
 
     # ---------------------------------------------------------------------------------------------
     def encode(
@@ -208,6 +222,8 @@ class Backbone:
         batch_size: int = 32,
         progress: bool = True,
         desc: str = "encoding",
+        task_metadata: Any = None,
+        prompt_type: Any = None,
     ) -> dict[str, list[np.ndarray]]:
         """Encode ``texts`` once and return, per requested kind, one array per text (input order).
 
@@ -215,18 +231,13 @@ class Backbone:
         ``(n_spans, dim)``, one row per character ``(start, end)`` span that ``spans`` gives for the text
         (required for the ``span`` kind): a text with several target words is encoded once. A span that
         lies beyond ``max_length`` tokens gets a row of NaN, which callers must count and handle.
+        ``task_metadata`` and ``prompt_type`` are accepted for the common interface and ignored: this
+        backbone adds no prompt.
         """
         import torch
         from tqdm.auto import tqdm
 
-        unknown = set(kinds) - set(KINDS)
-        if unknown:
-            raise ValueError(f"unknown vector kinds {sorted(unknown)}; choose from {KINDS}")
-        if "span" in kinds and (spans is None or len(spans) != len(texts)):
-            raise ValueError("the 'span' kind needs a list of (start, end) character spans per text")
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"text {i} is {type(text).__name__}, not str")
+        check_request(texts, kinds, spans)
         out: dict[str, list[Any]] = {k: [None] * len(texts) for k in kinds}
         if not texts:
             return out
@@ -307,29 +318,84 @@ class Backbone:
         if "span" in kinds:
             assert spans is not None
             real = mask & ~special
-            result["span"] = [self._span_rows(text, text_spans, hidden[i], offsets[i], real[i])
+            result["span"] = [span_rows(text, text_spans, hidden[i], offsets[i], real[i], self.max_length)
                               for i, (text, text_spans) in enumerate(zip(texts, spans, strict=True))]
         return result
 
-    def _span_rows(self, text: str, spans: Sequence[tuple[int, int]], hidden: Any, offsets: Any,
-                   real: Any) -> np.ndarray:
-        """``(len(spans), dim)``: the mean vector of the real tokens that overlap each character span of
-        ``text`` (``hidden``, ``offsets`` and ``real`` are this text's rows of the batch)."""
-        import torch
 
-        kept_end = int(offsets[real][:, 1].max()) if bool(real.any()) else 0
-        truncated = kept_end < len(text.rstrip())
-        rows = []
-        for s, e in spans:
-            sel = real & (offsets[:, 0] < e) & (offsets[:, 1] > s)
-            if truncated and s >= kept_end:
-                # the span lies beyond max_length: no vector, marked NaN for the caller to count
-                rows.append(torch.full((hidden.shape[-1],), float("nan")))
-                continue
-            if not bool(sel.any()):
-                raise ValueError(
-                    f"span {s}:{e} ({text[s:e]!r}) of text {text[:60]!r} covers no token "
-                    f"(empty span, or cut off at max_length={self.max_length})"
-                )
-            rows.append(hidden[sel].mean(0))
-        return torch.stack(rows).numpy().astype(np.float32)
+def check_request(texts: Sequence[str], kinds: Sequence[str], spans: Sequence[Any] | None) -> None:
+    """Refuse an unknown kind, a ``span`` request without one list of spans per text, or a non-string text."""
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        raise ValueError(f"unknown vector kinds {sorted(unknown)}; choose from {KINDS}")
+    if "span" in kinds and (spans is None or len(spans) != len(texts)):
+        raise ValueError("the 'span' kind needs a list of (start, end) character spans per text")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"text {i} is {type(text).__name__}, not str")
+
+
+def span_rows(text: str, spans: Sequence[tuple[int, int]], hidden: Any, offsets: Any, real: Any,
+              max_length: int) -> np.ndarray:
+    """``(len(spans), dim)``: the mean vector of the real tokens that overlap each character span of
+    ``text`` (``hidden``, ``offsets`` and ``real`` are this text's rows: token vectors, character offsets
+    and the mask of real, non-special tokens)."""
+    import torch
+
+    kept_end = int(offsets[real][:, 1].max()) if bool(real.any()) else 0
+    truncated = kept_end < len(text.rstrip())
+    rows = []
+    for s, e in spans:
+        sel = real & (offsets[:, 0] < e) & (offsets[:, 1] > s)
+        if truncated and s >= kept_end:
+            # the span lies beyond max_length: no vector, marked NaN for the caller to count
+            rows.append(torch.full((hidden.shape[-1],), float("nan")))
+            continue
+        if not bool(sel.any()):
+            raise ValueError(
+                f"span {s}:{e} ({text[s:e]!r}) of text {text[:60]!r} covers no token "
+                f"(empty span, or cut off at max_length={max_length})"
+            )
+        rows.append(hidden[sel].mean(0))
+    return torch.stack(rows).numpy().astype(np.float32)
+
+
+def load_backbone(model_id: str, revision: str | None = None, *, device: str | None = None,
+                  pooling: str | None = None, layer: int | None = None, trust_remote_code: bool = False,
+                  batch_size: int = 32, hidden_states: bool = False) -> Any:
+    """The backbone that makes a model's raw vectors, the one factory the runner and the mteb loader call.
+
+    A model that mteb's registry implements (and that is not an iso-bench variant) is run by that
+    implementation, :class:`~iso_bench.mteb_backbone.MtebBackbone`, unless ``pooling`` or ``layer`` asks
+    for iso-bench's own extraction; every other model by :class:`Backbone`, with its sentence-transformers
+    configuration (pooling, normalisation, max length) and at mteb's pinned revision when mteb lists one.
+    ``hidden_states=True`` (an analysis over every layer, :func:`iso_bench.outliers.analyse`) always gives
+    :class:`Backbone`. ``describe()["vectors"]`` says which path made the vectors (``"mteb"`` or ``"hf"``).
+
+    Example:
+        >>> bb = load_backbone("sentence-transformers/all-MiniLM-L6-v2")        # doctest: +SKIP
+        >>> bb.describe()["vectors"]                                          # doctest: +SKIP
+        'mteb'
+    """
+    if pooling is None and layer is None and not hidden_states:
+        from iso_bench.mteb_backbone import MtebBackbone, mteb_meta
+
+        if mteb_meta(model_id, revision) is not None:
+            return MtebBackbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
+                                batch_size=batch_size)
+    if revision is None and not Path(model_id).is_dir():
+        from mteb.models.model_implementations import MODEL_REGISTRY
+
+        base = MODEL_REGISTRY.get(model_id)
+        revision = base.revision if base is not None else None
+    extraction = default_extraction(model_id, revision)
+    if pooling is not None or layer is not None:
+        extraction = Extraction(
+            pooling=pooling or extraction.pooling,
+            layer=layer if layer is not None else extraction.layer,
+            normalize=extraction.normalize if pooling is None else False,
+            max_length=extraction.max_length,
+        )
+    backbone = Backbone(model_id, revision, device=device, extraction=extraction, trust_remote_code=trust_remote_code)
+    backbone.batch_size = batch_size
+    return backbone

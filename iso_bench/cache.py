@@ -1,5 +1,10 @@
-"""The raw-vector cache: every text is encoded once per (model, revision, extraction) and reused by
-every variant and every task, in memory within a run and on disk across runs.
+"""The raw-vector cache: every text is encoded once per (model, revision, extraction, prompt) and reused
+by every variant and every task, in memory within a run and on disk across runs.
+
+The prompt is the string mteb's implementation of a model puts before a text for a task and prompt type
+(e5's ``"query: "``, ``"passage: "``): the backbone resolves it (``backbone.prompt_context``) and it becomes
+part of the text's key, so a query and a passage with the same text are two entries; a text encoded with
+no prompt keeps the plain key ``sha256(text)``.
 
 On disk a namespace folder ``<root>/<model>/<revision>/<extraction>/`` holds ``meta.json`` and shard
 files ``<kind>-<id>.npz``, written atomically (temporary file, then rename) and carrying a SHA-256 of
@@ -41,9 +46,14 @@ def default_cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "iso_bench"
 
 
-def text_key(text: str, span: tuple[int, int] | None = None) -> bytes:
-    """The 32-byte cache key of a text (and a character span within it)."""
-    h = hashlib.sha256(text.encode("utf-8"))
+def text_key(text: str, span: tuple[int, int] | None = None, context: str | None = None) -> bytes:
+    """The 32-byte cache key of a text (and a character span within it), encoded under ``context`` (the
+    prompt string the backbone resolved; none or empty: the text alone).
+
+    >>> text_key("a cat", context="query: ") == hashlib.sha256(b"query: \\x00a cat").digest()
+    True
+    """
+    h = hashlib.sha256((f"{context}\x00{text}" if context else text).encode("utf-8"))
     if span is not None:
         h.update(f"\x00{span[0]}:{span[1]}".encode())
     return h.digest()
@@ -105,7 +115,9 @@ class EmbeddingStore:
         backbone: the :class:`~iso_bench.backbone.Backbone` that computes missing vectors.
         cache_dir: root of the disk cache; ``None`` keeps vectors in memory only.
         kinds: the vector kinds computed together on every forward pass. A run that has token-level
-            variants asks for ``("sentence", "tokens")`` so that one pass serves both.
+            variants asks for ``("sentence", "tokens")`` so that one pass serves both. Kinds the backbone
+            cannot make (``backbone.kinds``: a model without hidden states has only ``sentence``) are
+            computed only when asked for, and then the backbone's error says why it cannot.
         batch_size: texts per forward pass.
         progress: show progress bars.
     """
@@ -141,24 +153,44 @@ class EmbeddingStore:
                 atomic_write_text(meta, json.dumps(info, indent=2, sort_keys=True))
 
     # ---- public API -------------------------------------------------------------------------------
-    def sentences(self, texts: Sequence[str], desc: str = "encoding") -> np.ndarray:
+    # ``task_metadata`` and ``prompt_type`` are what mteb hands an encoder: the task being evaluated and
+    # PromptType.query / .document (retrieval) or None. A backbone that adds prompts resolves them into the
+    # prompt string, which is then part of the key and of the encoding; others ignore them.
+
+    def sentences(self, texts: Sequence[str], desc: str = "encoding", *, task_metadata: Any = None,
+                  prompt_type: Any = None) -> np.ndarray:
         """Pooled sentence vectors, shape ``(len(texts), dim)``."""
-        vecs = self._get("sentence", list(texts), None, desc)
+        vecs = self._get("sentence", list(texts), None, desc, self._where(task_metadata, prompt_type))
         return np.stack(vecs) if vecs else np.zeros((0, self.backbone.dim), np.float32)
 
-    def tokens(self, texts: Sequence[str], desc: str = "encoding") -> list[np.ndarray]:
-        """Token vectors without special tokens, one ``(n_tokens, dim)`` array per text."""
-        return self._get("tokens", list(texts), None, desc)
+    def tokens(self, texts: Sequence[str], desc: str = "encoding", *, task_metadata: Any = None,
+               prompt_type: Any = None) -> list[np.ndarray]:
+        """Token vectors without special (or prompt) tokens, one ``(n_tokens, dim)`` array per text."""
+        return self._get("tokens", list(texts), None, desc, self._where(task_metadata, prompt_type))
 
-    def spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], desc: str = "encoding") -> np.ndarray:
+    def spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], desc: str = "encoding", *,
+              task_metadata: Any = None, prompt_type: Any = None) -> np.ndarray:
         """The mean sub-token vector of each character span, shape ``(len(texts), dim)``.
 
         ``texts[i]`` is the text that holds ``spans[i]``; a text that holds several spans is encoded once.
         """
-        vecs = self._get("span", list(texts), [tuple(s) for s in spans], desc)
+        where = self._where(task_metadata, prompt_type)
+        vecs = self._get("span", list(texts), [tuple(s) for s in spans], desc, where)
         return np.stack(vecs) if vecs else np.zeros((0, self.backbone.dim), np.float32)
 
+    def prompt(self, task_metadata: Any = None, prompt_type: Any = None) -> str | None:
+        """The prompt string the backbone puts before texts of this task and prompt type (None: none)."""
+        return self._where(task_metadata, prompt_type)[0]
+
     # ---- internals --------------------------------------------------------------------------------
+    def _where(self, task_metadata: Any, prompt_type: Any) -> tuple[str | None, dict[str, Any]]:
+        """``(context, encode keyword arguments)``: the backbone's resolved prompt and what its ``encode``
+        needs to use it. A backbone without ``prompt_context`` takes no prompt and no such arguments."""
+        resolve = getattr(self.backbone, "prompt_context", None)
+        if resolve is None:
+            return None, {}
+        return resolve(task_metadata, prompt_type) or None, {"task_metadata": task_metadata, "prompt_type": prompt_type}
+
     def _table(self, kind: str) -> dict[bytes, np.ndarray]:
         table = self._mem.setdefault(kind, {})
         if self.folder is not None and kind not in self._loaded:
@@ -171,32 +203,37 @@ class EmbeddingStore:
                     shard.replace(shard.with_suffix(".npz.bad"))
         return table
 
-    def _get(self, kind: str, texts: list[str], spans: list[tuple[int, int]] | None, desc: str) -> list[np.ndarray]:
+    def _get(self, kind: str, texts: list[str], spans: list[tuple[int, int]] | None, desc: str,
+             where: tuple[str | None, dict[str, Any]]) -> list[np.ndarray]:
+        context, encode_kwargs = where
         table = self._table(kind)
-        keys = [text_key(t, spans[i] if spans else None) for i, t in enumerate(texts)]
+        keys = [text_key(t, spans[i] if spans else None, context) for i, t in enumerate(texts)]
         missing: dict[bytes, int] = {}
         for i, k in enumerate(keys):
             if k not in table and k not in missing:
                 missing[k] = i
         self.stats["reused"] += len(keys) - len(missing)
         if missing:
-            self._compute(kind, [(k, texts[i], spans[i] if spans else None) for k, i in missing.items()], desc)
+            items = [(k, texts[i], spans[i] if spans else None) for k, i in missing.items()]
+            self._compute(kind, items, desc, encode_kwargs)
         return [table[k] for k in keys]
 
-    def _compute(self, kind: str, items: list[tuple[bytes, str, tuple[int, int] | None]], desc: str) -> None:
+    def _compute(self, kind: str, items: list[tuple[bytes, str, tuple[int, int] | None]], desc: str,
+                 encode_kwargs: dict[str, Any]) -> None:
         if kind == "span":
-            self._compute_spans(items, desc)
+            self._compute_spans(items, desc, encode_kwargs)
             return
-        kinds = tuple(dict.fromkeys((kind, *[k for k in self.kinds if k != "span"])))
+        able = getattr(self.backbone, "kinds", None)
+        extra = [k for k in self.kinds if k != "span" and (able is None or k in able)]
+        kinds = tuple(dict.fromkeys((kind, *extra)))
         for start in range(0, len(items), FLUSH_EVERY):
             chunk = items[start : start + FLUSH_EVERY]
             texts = [t for _, t, _ in chunk]
             spans = None
             n_chunks = -(-len(items) // FLUSH_EVERY)
             label = desc if n_chunks == 1 else f"{desc} {start // FLUSH_EVERY + 1}/{n_chunks}"
-            out = self.backbone.encode(
-                texts, kinds=kinds, spans=spans, batch_size=self.batch_size, progress=self.progress, desc=label
-            )
+            out = self.backbone.encode(texts, kinds=kinds, spans=spans, batch_size=self.batch_size,
+                                       progress=self.progress, desc=label, **encode_kwargs)
             keys = [key for key, _, _ in chunk]
             for k, values in out.items():
                 table = self._table(k)
@@ -208,7 +245,8 @@ class EmbeddingStore:
                     write_shard(shard, [a for a, _ in fresh], [b for _, b in fresh])
             self.stats["computed"] += len(chunk)
 
-    def _compute_spans(self, items: list[tuple[bytes, str, tuple[int, int] | None]], desc: str) -> None:
+    def _compute_spans(self, items: list[tuple[bytes, str, tuple[int, int] | None]], desc: str,
+                       encode_kwargs: dict[str, Any]) -> None:
         """Encode each distinct text once for all of its spans, flushing to disk every FLUSH_EVERY texts."""
         by_text: dict[str, list[tuple[bytes, tuple[int, int]]]] = {}
         for key, text, span in items:
@@ -222,7 +260,7 @@ class EmbeddingStore:
             label = desc if n_chunks == 1 else f"{desc} {start // FLUSH_EVERY + 1}/{n_chunks}"
             out = self.backbone.encode(
                 chunk, kinds=("span",), spans=[[s for _, s in by_text[t]] for t in chunk],
-                batch_size=self.batch_size, progress=self.progress, desc=label,
+                batch_size=self.batch_size, progress=self.progress, desc=label, **encode_kwargs,
             )
             keys, rows = [], []
             for text, matrix in zip(chunk, out["span"], strict=True):

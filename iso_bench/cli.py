@@ -99,8 +99,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--cache-dir", help="raw-vector cache (env ISO_BENCH_CACHE, default ~/.cache/iso_bench)")
     run.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
     run.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
-    run.add_argument("--fit-corpus", default="task",
-                     help="'task' (the evaluated task's unlabeled texts; default) or a text file, one text per line")
+    run.add_argument("--fit-corpus", default="task", metavar="task|train|FILE",
+                     help="what fitted methods fit on: 'task' (the evaluated split's unlabeled texts, the papers' "
+                     "transductive setting; default), 'train' (the task's training split, where it has one), or a "
+                     "text file, one text per line")
+    run.add_argument("--fit-sample", type=positive_int, metavar="N",
+                     help="fit on a seeded sample of N texts of the fit corpus (huge corpora); recorded")
     run.add_argument("--seed", type=int, default=0, help="seed of the fitted methods (default: 0)")
     run.add_argument("--pooling", choices=POOLINGS,
                      help="sentence pooling (default: the model's own, e.g. mean for sentence-transformers)")
@@ -178,7 +182,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = RunConfig(
         model=args.model, revision=args.revision, methods=args.methods, tasks=args.tasks,
         results_dir=args.results, data_dir=args.data_dir, cache_dir=args.cache_dir, device=args.device,
-        batch_size=args.batch_size, fit_corpus=args.fit_corpus, seed=args.seed, pooling=args.pooling,
+        batch_size=args.batch_size, fit_corpus=args.fit_corpus, fit_sample=args.fit_sample, seed=args.seed,
+        pooling=args.pooling,
         layer=args.layer, overwrite=args.overwrite, progress=not args.no_progress,
         trust_remote_code=args.trust_remote_code, command=_reproduce_command(args),
     )
@@ -205,8 +210,9 @@ def _reproduce_command(args: argparse.Namespace) -> str:
     if args.revision:
         parts += ["--revision", args.revision]
     parts += ["--methods", *args.methods, "--tasks", *args.tasks]
-    defaults = {"--fit-corpus": "task", "--seed": 0, "--pooling": None, "--layer": None}
-    given = {"--fit-corpus": args.fit_corpus, "--seed": args.seed, "--pooling": args.pooling, "--layer": args.layer}
+    defaults = {"--fit-corpus": "task", "--fit-sample": None, "--seed": 0, "--pooling": None, "--layer": None}
+    given = {"--fit-corpus": args.fit_corpus, "--fit-sample": args.fit_sample, "--seed": args.seed,
+             "--pooling": args.pooling, "--layer": args.layer}
     for flag, value in given.items():
         if value != defaults[flag]:
             parts += [flag, str(value)]
@@ -227,9 +233,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_outliers(args: argparse.Namespace) -> int:
     """Outlier dimensions of every layer of a model, as markdown, JSON and a figure."""
+    from iso_bench.backbone import load_backbone
     from iso_bench.outliers import analyse
     from iso_bench.report import write_outlier_reports
-    from iso_bench.runner import RunConfig, build_backbone
 
     if Path(args.corpus).is_file():
         from iso_bench.fit_corpus import read_text_file
@@ -240,7 +246,7 @@ def cmd_outliers(args: argparse.Namespace) -> int:
         from iso_bench.fit_corpus import task_texts
 
         texts, corpus = task_texts(get_task(args.corpus, args.data_dir)), f"{args.corpus} test sentences"
-    backbone = build_backbone(RunConfig(model=args.model, revision=args.revision, device=args.device))
+    backbone = load_backbone(args.model, args.revision, device=args.device, hidden_states=True)
     report = analyse(backbone, texts, args.layers, batch_size=args.batch_size, progress=not args.no_progress,
                      corpus=corpus)
     paths = write_outlier_reports(report, args.output, args.top)

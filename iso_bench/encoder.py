@@ -12,6 +12,7 @@ runner writes into each result file.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,8 @@ import numpy as np
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
+from iso_bench import __version__
+from iso_bench.files import folder_checksum
 from iso_bench.fit_corpus import CorpusProvider
 from iso_bench.methods import Method, MethodError, make_method
 
@@ -32,6 +35,10 @@ class _Variant:
 
     def __init__(self, store: Any, method: str, *, corpus: CorpusProvider | str = "task", seed: int = 0,
                  data_dir: str | Path | None = None) -> None:
+        self.base_record: dict[str, Any] = {}  # model, revision, extraction, environment, command
+        self.data_sources: dict[str, Any] = {}  # task name -> data source record, where the caller knows it
+        self._seen: dict[str, dict[str, Any]] = {}  # task name -> type and data, from the metadata mteb hands over
+        self._meta: Any = None
         self.store = store
         self.method_spec = method
         self.seed = seed
@@ -60,6 +67,37 @@ class _Variant:
         return {"method": self.spec, "params": _jsonable(self._prototype.get_params()),
                 "level": self.level, "fit_corpus": self.corpus.setting, "seed": self.seed}
 
+    # ---- provenance ---------------------------------------------------------------------------------
+    @property
+    def mteb_model_meta(self) -> Any:
+        return self._meta
+
+    @mteb_model_meta.setter
+    def mteb_model_meta(self, meta: Any) -> None:
+        """mteb sets this after loading; results written for ``meta`` then carry :meth:`provenance`."""
+        from iso_bench.mteb_plugin import track
+
+        self._meta = meta
+        track(meta, self)
+
+    def note_task(self, task_metadata: Any) -> None:
+        """Remember the type and data source of a task being evaluated (from the metadata mteb hands over)."""
+        name = task_metadata.name
+        if name not in self._seen:
+            self._seen[name] = {"type": task_metadata.type, "data": _dataset_record(task_metadata.dataset)}
+
+    def provenance(self, task_name: str) -> dict[str, Any]:
+        """The ``iso_bench`` record of this variant's result on ``task_name``: model, revision, extraction,
+        method and its setup, environment, task type, data source and the fit corpus (size, SHA-256, seed)."""
+        if task_name not in self._seen:
+            import mteb
+
+            self.note_task(mteb.get_task(task_name).metadata)
+        seen = self._seen[task_name]
+        return {"iso_bench_version": __version__, **self.base_record, "variant": self.config(),
+                "task_type": seen["type"], "data": self.data_sources.get(task_name) or seen["data"],
+                "fit": self.fit_records.get(task_name)}
+
     # ---- fitting ----------------------------------------------------------------------------------
     def fitted_method(self, task_name: str | None, level: str | None = None) -> Method:
         """The method fitted on the corpus that applies to ``task_name``, on vectors of ``level``
@@ -71,7 +109,7 @@ class _Variant:
         corpus = self.corpus(task_name)
         key = f"{corpus.key}@{level}"
         if key not in self._fitted:
-            X = self._fit_matrix(list(corpus.texts), level)
+            X = self._fit_matrix(corpus, level)
             method = self._new_method(self.method_spec)[0]
             started = time.perf_counter()
             try:
@@ -91,19 +129,28 @@ class _Variant:
             self.fit_records[task_name] = self.fit_records[corpus.key]
         return self._fitted[key]
 
-    def _fit_matrix(self, texts: list[str], level: str) -> np.ndarray:
-        if level == "sentence":
-            return self.store.sentences(texts, desc="fit corpus")
-        toks = self.store.tokens(texts, desc="fit corpus")
-        return np.concatenate([t for t in toks if len(t)], axis=0)
+    def _fit_matrix(self, corpus: Any, level: str) -> np.ndarray:
+        """The raw vectors of a fit corpus, each text encoded with its own prompt type (retrieval: queries
+        and documents); sentence vectors, or every token vector stacked."""
+        parts = []
+        for prompt_type, texts in corpus.groups:
+            where = {"task_metadata": corpus.task_metadata, "prompt_type": prompt_type}
+            if level == "sentence":
+                parts.append(self.store.sentences(list(texts), desc="fit corpus", **where))
+            else:
+                parts += [t for t in self.store.tokens(list(texts), desc="fit corpus", **where) if len(t)]
+        return np.concatenate(parts, axis=0)
 
     # ---- transforming -----------------------------------------------------------------------------
-    def vectors(self, texts: Sequence[str], task_name: str | None) -> np.ndarray:
-        """Post-processed sentence vectors of ``texts``."""
+    def vectors(self, texts: Sequence[str], task_name: str | None, *, task_metadata: Any = None,
+                prompt_type: Any = None) -> np.ndarray:
+        """Post-processed sentence vectors of ``texts``. ``task_metadata`` and ``prompt_type`` (what mteb hands
+        ``encode``) pick the prompt a model's mteb implementation puts before them."""
         method = self.fitted_method(task_name)
+        where = {"task_metadata": task_metadata, "prompt_type": prompt_type}
         if self.level == "sentence":
-            return method.transform(self.store.sentences(texts)).astype(np.float32)
-        toks = self.store.tokens(texts)
+            return method.transform(self.store.sentences(texts, **where)).astype(np.float32)
+        toks = self.store.tokens(texts, **where)
         lengths = [len(t) for t in toks]
         if min(lengths, default=1) == 0:
             empty = [texts[i] for i, n in enumerate(lengths) if n == 0][:3]
@@ -115,11 +162,12 @@ class _Variant:
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return pooled.astype(np.float32)
 
-    def word_vectors(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], task_name: str | None) -> np.ndarray:
+    def word_vectors(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], task_name: str | None, *,
+                     task_metadata: Any = None, prompt_type: Any = None) -> np.ndarray:
         """Post-processed vectors of target words: the sub-token mean of each character span in its
         text, transformed by the method fitted on token vectors (word-level tasks are token-level)."""
         method = self.fitted_method(task_name, "token")
-        X = self.store.spans(texts, spans)
+        X = self.store.spans(texts, spans, task_metadata=task_metadata, prompt_type=prompt_type)
         ok = np.isfinite(X).all(axis=1)  # spans beyond max_length stay NaN for the task to count
         if not ok.any():
             raise ValueError(f"{task_name}: no target word lies within the model's max_length")
@@ -128,10 +176,11 @@ class _Variant:
         out[ok] = Z
         return out
 
-    def token_vectors(self, texts: Sequence[str], task_name: str | None) -> np.ndarray:
+    def token_vectors(self, texts: Sequence[str], task_name: str | None, *, task_metadata: Any = None,
+                      prompt_type: Any = None) -> np.ndarray:
         """Post-processed token vectors of ``texts`` (special tokens excluded), all rows stacked."""
         method = self.fitted_method(task_name, "token")
-        toks = [t for t in self.store.tokens(texts) if len(t)]
+        toks = [t for t in self.store.tokens(texts, task_metadata=task_metadata, prompt_type=prompt_type) if len(t)]
         return method.transform(np.concatenate(toks, axis=0)).astype(np.float32)
 
 
@@ -146,13 +195,45 @@ class VariantEncoder(_Variant, AbsEncoder):
     def encode(self, inputs: Any, *, task_metadata: Any, hf_split: str, hf_subset: str,
                prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
         texts = [t for batch in inputs for t in batch["text"]]
-        return self.vectors(texts, task_metadata.name)
+        self.note_task(task_metadata)
+        return self.vectors(texts, task_metadata.name, task_metadata=task_metadata, prompt_type=prompt_type)
 
     def similarity(self, embeddings1: Any, embeddings2: Any) -> Any:
         return cos_sim(embeddings1, embeddings2)
 
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Any:
         return pairwise_cos_sim(embeddings1, embeddings2)
+
+
+def base_record(backbone: Any, command: str | None = None) -> dict[str, Any]:
+    """What every result of a backbone's variants records about how its vectors were made."""
+    return {"model": backbone.model_id, "revision": backbone.revision, "extraction": backbone.describe()["extraction"],
+            "environment": describe_environment(backbone.device), "command": command}
+
+
+def describe_environment(device: str) -> dict[str, Any]:
+    """Software versions and hardware of this run, for the provenance under every table."""
+    import platform
+    from importlib.metadata import version
+
+    import torch
+
+    if device.startswith("cuda"):
+        hardware = torch.cuda.get_device_name(torch.device(device))
+    else:
+        hardware = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU threads"
+    return {"device": device, "hardware": hardware, "python": platform.python_version(),
+            "torch": torch.__version__, "transformers": version("transformers"), "mteb": version("mteb"),
+            "platform": platform.platform(terse=True)}
+
+def _dataset_record(dataset: Any) -> dict[str, Any]:
+    """The data source of an mteb task from its metadata: a local mirror folder (with its checksum) or the hub."""
+    path, revision = str(dataset.get("path", "")), dataset.get("revision")
+    folder = Path(path)
+    if folder.is_dir():
+        return {"repo": path, "revision": revision, "source": "mirror", "path": str(folder.resolve()),
+                "sha256": folder_checksum(folder.resolve())}
+    return {"repo": path, "revision": revision, "source": "hub", "path": path, "sha256": None}
 
 
 def _jsonable(value: Any) -> Any:

@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,8 @@ from iso_bench.files import texts_digest
 from iso_bench.registry import IsoBenchError
 
 TASK = "task"
-
+TRAIN = "train"
+SETTINGS = (TASK, TRAIN)  # besides a text file
 
 class FitCorpusError(IsoBenchError, ValueError):
     """The fit corpus of a fitted method cannot be read or is unusable; the message names it."""
@@ -36,31 +37,64 @@ class FitCorpusError(IsoBenchError, ValueError):
 
 @dataclass(frozen=True)
 class FitCorpus:
-    """Texts a method is fitted on. ``key`` is the corpus's identity (``task:<name>``, ``file:<path>``)."""
+    """Texts a method is fitted on. ``key`` is the corpus's identity (``task:<name>``, ``train:<name>``,
+    ``file:<path>``, with ``@<n>`` for a sample). ``groups`` pairs each prompt type (``None``, ``"query"``,
+    ``"document"``) with its texts, so that each text is encoded with its own prompt; ``task_metadata`` is the
+    task's mteb metadata, which resolves those prompts (``None`` for a file)."""
 
     key: str
     texts: tuple[str, ...]
     record: Mapping[str, Any] = field(default_factory=dict)
+    groups: tuple[tuple[str | None, tuple[str, ...]], ...] = ()
+    task_metadata: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "texts", tuple(dict.fromkeys(self.texts)))
+        if not self.groups:
+            object.__setattr__(self, "groups", ((None, self.texts),))
 
     def to_record(self) -> dict[str, Any]:
         """The provenance written with every result: the record plus ``n_texts`` and ``texts_sha256``."""
         return {**self.record, "n_texts": len(self.texts), "texts_sha256": texts_digest(self.texts)}
 
     @classmethod
-    def from_task(cls, task: Any) -> FitCorpus:
-        """The unlabeled texts of a loaded mteb (or iso-bench) task's evaluation splits."""
+    def from_task(cls, task: Any, which: str = TASK, *, sample: int | None = None, seed: int = 0) -> FitCorpus:
+        """The unlabeled texts of a loaded task: its evaluation splits (``"task"``) or training split
+        (``"train"``); ``sample``: a seeded sample of that many texts where there are more."""
         name = task.metadata.name
-        record = {"fit_corpus": TASK, "task": name, "splits": list(task.metadata.eval_splits)}
-        return cls(f"{TASK}:{name}", tuple(task_texts(task)), record)
+        splits = list(task.metadata.eval_splits) if which == TASK else [getattr(task, "train_split", "train")]
+        record: dict[str, Any] = {"fit_corpus": which, "task": name, "splits": splits}
+        groups = task_text_groups(task, which)
+        if not any(texts for _, texts in groups):
+            raise FitCorpusError(f"task {name!r} has no {which} texts to fit on")
+        key = f"{which}:{name}"
+        if sample is not None:
+            groups, record = _sample(groups, sample, seed, record)
+            key += f"@{sample}"
+        texts = tuple(t for _, ts in groups for t in ts)
+        return cls(key, texts, record, tuple((p, tuple(ts)) for p, ts in groups), task.metadata)
 
     @classmethod
     def from_file(cls, path: str | Path) -> FitCorpus:
         """One text per non-empty line of a UTF-8 file."""
         resolved = Path(path).expanduser().resolve()
         return cls(f"file:{resolved}", tuple(read_text_file(path)), {"fit_corpus": "file", "path": str(resolved)})
+
+
+def _sample(groups: list[tuple[str | None, list[str]]], size: int, seed: int, record: dict[str, Any]
+            ) -> tuple[list[tuple[str | None, list[str]]], dict[str, Any]]:
+    """A seeded sample of ``size`` (prompt type, text) items, in their original order; recorded."""
+    import numpy as np
+
+    items = [(p, t) for p, texts in groups for t in texts]
+    record = {**record, "sample": size, "sample_seed": seed, "n_texts_total": len(items)}
+    if len(items) <= size:
+        return groups, record
+    keep = np.sort(np.random.default_rng(seed).choice(len(items), size=size, replace=False))
+    out: dict[str | None, list[str]] = {}
+    for i in keep:
+        out.setdefault(items[i][0], []).append(items[i][1])
+    return list(out.items()), record
 
 
 def read_text_file(path: str | Path) -> list[str]:
@@ -80,23 +114,82 @@ def read_text_file(path: str | Path) -> list[str]:
     return texts
 
 
-def task_texts(task: Any) -> list[str]:
-    """The unlabeled texts of a loaded task's evaluation splits, both sides of every pair, deduplicated in
-    first-seen order. An iso-bench task's kind says what they are (``fit_texts()``)."""
-    if hasattr(task, "fit_texts"):
-        return list(dict.fromkeys(task.fit_texts()))
-    columns = getattr(task, "column_names", None)
-    dataset = task.dataset
-    texts: list[str] = []
-    for subset in task.hf_subsets or ["default"]:
-        for split in task.metadata.eval_splits:
-            data = dataset[split] if (subset == "default" and subset not in dataset) else dataset[subset][split]
-            cols = [c for c in (columns or data.column_names) if isinstance(c, str)]
-            for col in cols:
-                values = _column(data, col)
-                if values and isinstance(values[0], str):
-                    texts.extend(values)
-    return list(dict.fromkeys(texts))
+def task_texts(task: Any, which: str = TASK) -> list[str]:
+    """The unlabeled texts of a loaded task, deduplicated in first-seen order (every prompt type together).
+
+    ``which="task"``: the texts its evaluation split(s) encode; ``"train"``: its training split's texts. See
+    :func:`task_text_groups` for what that means for each task type.
+    """
+    return list(dict.fromkeys(t for _, texts in task_text_groups(task, which) for t in texts))
+
+
+def task_text_groups(task: Any, which: str = TASK) -> list[tuple[str | None, list[str]]]:
+    """``[(prompt type, texts), ...]`` of a loaded task: each text with the prompt type mteb encodes it with.
+
+    - ``which="task"`` (the papers' transductive "target" setting): the texts the evaluation split(s) encode.
+      Pairs (STS, pair classification, bitext): both sides. Retrieval and reranking: the queries (those with
+      relevant documents, as mteb evaluates them) as ``"query"`` and every corpus document (title and text, as
+      mteb joins them) as ``"document"``. Classification, multilabel classification, clustering: the evaluated
+      split's texts, not the train split that mteb also encodes. Summarization: the summaries (mteb never
+      encodes the source text). An iso-bench task says what they are (``fit_texts()``).
+    - ``which="train"`` (the inductive setting): the training split's texts, for task types that have one
+      (classification, multilabel classification); an error naming the task otherwise.
+    """
+    if not getattr(task, "data_loaded", True):
+        task.load_data()
+    name = task.metadata.name
+    if hasattr(task, "fit_texts"):  # an iso-bench task
+        if which != TASK:
+            raise FitCorpusError(f"task {name!r} has no training split to fit on; use --fit-corpus task or a file")
+        return [(None, list(task.fit_texts()))]
+    reader = _reader(task, which)
+    if reader is None:
+        what = "training split" if which != TASK else "texts iso-bench knows how to read"
+        raise FitCorpusError(f"task {name!r} ({task.metadata.type}) has no {what}; use --fit-corpus task or a "
+                             "text file with one text per line")
+    groups: dict[str | None, list[str]] = {}
+    # a parallel bitext task keeps one table per split, a column per language, for all its subsets
+    subsets = ["default"] if getattr(task, "parallel_subsets", False) else (task.hf_subsets or ["default"])
+    for subset in subsets:
+        data = task.dataset if (subset == "default" and subset not in task.dataset) else task.dataset[subset]
+        for prompt_type, texts in reader(task, data):
+            groups.setdefault(prompt_type, []).extend(texts)
+    return [(p, list(dict.fromkeys(t))) for p, t in groups.items()]
+
+
+def _reader(task: Any, which: str) -> Any:
+    """The text reader for the task's mteb type (a table over mteb's abstract task classes, most specific first)."""
+    from mteb.abstasks.classification import AbsTaskClassification
+    from mteb.abstasks.clustering import AbsTaskClustering
+    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
+    from mteb.abstasks.pair_classification import AbsTaskPairClassification
+    from mteb.abstasks.retrieval import AbsTaskRetrieval
+    from mteb.abstasks.sts import AbsTaskSTS
+    from mteb.abstasks.text.bitext_mining import AbsTaskBitextMining
+    from mteb.abstasks.text.summarization import AbsTaskSummarization
+
+    if which != TASK:
+        return _train_texts if isinstance(task, AbsTaskClassification) else None
+    table = ((AbsTaskRetrieval, _retrieval_texts), (AbsTaskClassification, _classification_texts),
+             (AbsTaskSTS, _pair_texts), (AbsTaskPairClassification, _pair_texts),
+             (AbsTaskBitextMining, _bitext_texts), (AbsTaskSummarization, _summary_texts),
+             (AbsTaskClustering, _column_texts), (AbsTaskClusteringLegacy, _column_texts))
+    return next((reader for cls, reader in table if isinstance(task, cls)), None)
+
+
+def _strings(values: Iterable[Any]) -> list[str]:
+    """The strings of a column; list-valued cells (legacy clustering, summaries) are flattened."""
+    out: list[str] = []
+    for v in values:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(_strings(v))
+    return out
+
+
+def _columns(names: Any) -> list[str]:
+    return [names] if isinstance(names, str) else list(names)
 
 
 def _column(data: Any, col: str) -> list[Any]:
@@ -105,14 +198,71 @@ def _column(data: Any, col: str) -> list[Any]:
     table = getattr(data, "data", None)
     if hasattr(table, "column") and getattr(data, "_indices", None) is None:
         return table.column(col).to_pylist()
-    return list(data[col])
+    return list(data[col])  # a Dataset behind an index mapping, or a plain dict of lists (BUCC)
+
+
+def _retrieval_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
+    from mteb._create_dataloaders import _retrieval_texts as as_encoded
+    from mteb.abstasks.retrieval import _filter_queries_without_positives
+    from mteb.types import PromptType
+
+    task.convert_v1_dataset_format_to_v2(num_proc=None)
+    queries, documents = [], []
+    for split in task.metadata.eval_splits:
+        part = data[split]
+        _, kept = _filter_queries_without_positives(part["relevant_docs"], part["queries"])
+        queries += as_encoded(kept, PromptType.query)
+        documents += as_encoded(part["corpus"], PromptType.document)
+    return [(PromptType.query.value, queries), (PromptType.document.value, documents)]
+
+
+def _classification_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
+    return [(None, [t for split in task.metadata.eval_splits for c in _columns(task.input_column_name)
+                    for t in _strings(_column(data[split], c))])]
+
+
+def _train_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
+    return [(None, [t for c in _columns(task.input_column_name) for t in _strings(_column(data[task.train_split], c))])]
+
+
+def _pair_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
+    from mteb.abstasks.sts import AbsTaskSTS
+
+    if isinstance(task, AbsTaskSTS):
+        sides = list(zip(_columns(task.column_names), (task.input1_prompt_type, task.input2_prompt_type), strict=False))
+    else:
+        sides = [(task.input1_column_name, task.input1_prompt_type), (task.input2_column_name, task.input2_prompt_type)]
+    return [(prompt.value if prompt else None, _strings(_column(data[split], column)))
+            for split in task.metadata.eval_splits for column, prompt in sides]
+
+
+def _bitext_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
+    """Every column that one of the task's language pairs names (``sentence1``/``sentence2``, or a column per
+    language for parallel tasks), in the table's column order, as mteb encodes them."""
+    wanted = {column for pair in task._get_pairs(getattr(task, "parallel_subsets", False)) for column in pair}
+    out = []
+    for split in task.metadata.eval_splits:
+        part = data[split] if split in data else data
+        names = part.column_names if hasattr(part, "column_names") else list(part)
+        out += [(None, _strings(_column(part, c))) for c in names if c in wanted]
+    return out
+
+
+def _summary_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
+    return [(None, _strings(_column(data[split], c))) for split in task.metadata.eval_splits
+            for c in (task.human_summaries_column_name, task.machine_summaries_column_name)]
+
+
+def _column_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
+    return [(None, _strings(_column(data[split], task.input_column_name))) for split in task.metadata.eval_splits]
 
 
 class CorpusProvider:
     """Turns the task being evaluated into the fit corpus of one setting.
 
-    ``setting`` is ``"task"`` (the evaluated task's own texts) or the path of a text file. ``tasks`` are
-    loaded tasks by name (the runner's); a task not among them is loaded here, from ``data_dir``.
+    ``setting`` is ``"task"`` (the evaluated task's own texts), ``"train"`` (its training split) or the path
+    of a text file; ``sample`` fits on a seeded sample of that many texts (huge corpora), ``seed`` seeds it.
+    ``tasks`` are loaded tasks by name (the runner's); a task not among them is loaded here, from ``data_dir``.
 
     Example:
         >>> provider = CorpusProvider("task", {"T": loaded_task})          # doctest: +SKIP
@@ -121,41 +271,51 @@ class CorpusProvider:
     """
 
     def __init__(self, setting: str = TASK, tasks: Mapping[str, Any] | None = None,
-                 data_dir: str | Path | None = None) -> None:
+                 data_dir: str | Path | None = None, *, sample: int | None = None, seed: int = 0) -> None:
+        if sample is not None and sample < 2:
+            raise FitCorpusError(f"a fit corpus sample needs at least 2 texts, got {sample}")
         self.setting = setting
         self.data_dir = data_dir
+        self.sample = sample
+        self.seed = seed
         self._tasks: dict[str, Any] = dict(tasks or {})
         self._corpora: dict[str, FitCorpus] = {}
+
+    @property
+    def is_file(self) -> bool:
+        return self.setting not in SETTINGS
 
     def add_tasks(self, tasks: Iterable[Any]) -> None:
         """Make loaded tasks known, so that their corpora are read from them (not loaded again)."""
         for task in tasks:
             self._tasks.setdefault(task.metadata.name, task)
 
-    def check(self) -> None:
-        """Read a file setting now, so that a bad file fails before any work."""
-        if self.setting != TASK:
+    def check(self, tasks: Iterable[Any] = ()) -> None:
+        """Build the corpora of ``tasks`` (or read the file) now, so that a bad input fails before any work."""
+        if self.is_file:
             self(None)
+        for task in tasks:
+            self(task.metadata.name)
 
     def __call__(self, task_name: str | None) -> FitCorpus:
-        key = f"{TASK}:{task_name}" if self.setting == TASK else f"file:{self.setting}"
+        key = f"file:{self.setting}" if self.is_file else f"{self.setting}:{task_name}"
         if key not in self._corpora:
             self._corpora[key] = self._build(task_name)
         return self._corpora[key]
 
     def _build(self, task_name: str | None) -> FitCorpus:
-        if self.setting != TASK:
-            return FitCorpus.from_file(self.setting)
+        if self.is_file:
+            corpus = FitCorpus.from_file(self.setting)
+            if self.sample is None:
+                return corpus
+            groups, record = _sample([(None, list(corpus.texts))], self.sample, self.seed, dict(corpus.record))
+            return FitCorpus(f"{corpus.key}@{self.sample}", tuple(groups[0][1]), record)
         if task_name is None:
-            raise FitCorpusError("fit corpus 'task' needs the task being evaluated; pass a task or a fit corpus file")
+            raise FitCorpusError(f"fit corpus {self.setting!r} needs the task being evaluated; pass a task or a "
+                                 "fit corpus file")
         task = self._tasks.get(task_name)
         if task is None:
             from iso_bench.data import get_task
 
             task = self._tasks[task_name] = get_task(task_name, self.data_dir)
-        return FitCorpus.from_task(task)
-
-
-def texts_of(corpora: Sequence[FitCorpus]) -> list[str]:
-    """Every text of several corpora, once, in order."""
-    return list(dict.fromkeys(t for c in corpora for t in c.texts))
+        return FitCorpus.from_task(task, self.setting, sample=self.sample, seed=self.seed)

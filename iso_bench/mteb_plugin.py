@@ -16,8 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from iso_bench.registry import IsoBenchError
@@ -55,28 +57,69 @@ def split_variant_name(name: str) -> tuple[str, str]:
     return base, spec
 
 
+def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, pooling: str | None = None,
+                 layer: int | None = None, data_dir: str | Path | None = None, fit_sample: int | None = None
+                 ) -> dict[str, Any]:
+    """The setup of a variant that is not in its name, as mteb ``experiment_kwargs``: results of different
+    setups live in different folders (``<model>/<revision>/experiments/<setup>/``) and never replace each other.
+
+    ``fit_corpus`` (fitted methods: ``task``, ``train``, or ``file_<SHA-256 of the file's texts, 12 hex>``),
+    ``fit_sample`` (a sampled fit corpus), ``seed`` (methods with randomness), ``pooling`` and ``layer`` (when
+    given), ``data`` (``mirror`` when a local data directory is used; the hub otherwise).
+
+    >>> setup_kwargs("whiten"), setup_kwargs("flow", seed=3), setup_kwargs("raw", layer=6)
+    ({'fit_corpus': 'task'}, {'fit_corpus': 'task', 'seed': 3}, {'layer': 6})
+    """
+    from iso_bench.data import mirror_dir
+    from iso_bench.files import texts_digest
+    from iso_bench.fit_corpus import SETTINGS, read_text_file
+    from iso_bench.methods import make_method
+
+    method, _ = make_method(method_spec)
+    out: dict[str, Any] = {}
+    if type(method).fitted:
+        out["fit_corpus"] = fit_corpus if fit_corpus in SETTINGS else "file_" + texts_digest(
+            dict.fromkeys(read_text_file(fit_corpus)))[:12]
+        if fit_sample is not None:
+            out["fit_sample"] = fit_sample
+    if "seed" in method.param_defaults():
+        out["seed"] = seed
+    if pooling is not None:
+        out["pooling"] = pooling
+    if layer is not None:
+        out["layer"] = layer
+    if mirror_dir(data_dir) is not None:
+        out["data"] = "mirror"
+    return out
+
+
 def load_variant(name: str, revision: str | None = None, *, base_model: str, method: str,
-                 device: str | None = None, fit_corpus: str = "task", seed: int = 0,
+                 device: str | None = None, fit_corpus: str = "task", fit_corpus_path: str | None = None,
+                 fit_sample: int | None = None, seed: int = 0, pooling: str | None = None, layer: int | None = None,
                  data_dir: str | None = None, cache_dir: str | None = None, batch_size: int = 32,
                  **_: Any) -> Any:
     """mteb loader: build the backbone, its raw-vector cache and the variant encoder. The variant's fit
     corpus provider loads the task being evaluated itself (from ``data_dir`` when it holds the data)."""
-    from iso_bench.backbone import Backbone
+    from iso_bench.backbone import load_backbone
     from iso_bench.cache import EmbeddingStore, default_cache_dir
-    from iso_bench.encoder import VariantEncoder
+    from iso_bench.encoder import VariantEncoder, base_record
     from iso_bench.fit_corpus import CorpusProvider
     from iso_bench.methods import make_method
 
     _, level = make_method(method)
-    backbone = Backbone(base_model, revision, device=device)
+    backbone = load_backbone(base_model, revision, device=device, pooling=pooling, layer=layer, batch_size=batch_size)
     kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
     store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size)
-    return VariantEncoder(store, method, corpus=CorpusProvider(fit_corpus, data_dir=data_dir), seed=seed)
+    corpus = CorpusProvider(fit_corpus_path or fit_corpus, data_dir=data_dir, sample=fit_sample, seed=seed)
+    encoder = VariantEncoder(store, method, corpus=corpus, seed=seed)
+    encoder.base_record = base_record(backbone)
+    return encoder
 
 
-def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None,
-                 embed_dim: int | None = None, **loader_kwargs: Any) -> Any:
-    """The mteb ``ModelMeta`` of one variant, derived from the base model's when mteb knows it."""
+def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None, embed_dim: int | None = None,
+                 experiment: dict[str, Any] | None = None, **loader_kwargs: Any) -> Any:
+    """The mteb ``ModelMeta`` of one variant, derived from the base model's when mteb knows it; ``experiment``
+    is its setup (:func:`setup_kwargs`; by default that of ``loader_kwargs``)."""
     from mteb.models.model_implementations import MODEL_REGISTRY
     from mteb.models.model_meta import ModelMeta, ScoringFunction
 
@@ -96,6 +139,8 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
     if embed_dim is not None:
         embed_dim = method.output_dim(embed_dim)
     kwargs = {"base_model": model_id, "method": method_spec, **loader_kwargs}
+    if experiment is None:
+        experiment = setup_kwargs(method_spec, **{k: v for k, v in loader_kwargs.items() if k in _SETUP})
     meta = ModelMeta.create_empty({
         **base_fields,
         "name": variant_name(model_id, method_spec),
@@ -108,8 +153,12 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
         "use_instructions": False,
         "adapted_from": model_id,
         "modalities": ["text"],
+        "experiment_kwargs": experiment or None,
     })
     return ModelMeta.model_validate(meta.model_dump())
+
+
+_SETUP = ("fit_corpus", "seed", "pooling", "layer", "data_dir", "fit_sample")
 
 
 def register_model(model_id: str, methods: Iterable[str] = DEFAULT_METHODS, *, revision: str | None = None,
@@ -133,6 +182,41 @@ def register_known() -> None:
     """Register the default variants of every model in :data:`KNOWN_MODELS`."""
     for model_id in KNOWN_MODELS:
         register_model(model_id)
+
+
+# ---- provenance on mteb's own path ------------------------------------------------------------------
+
+_ENCODERS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def track(meta: Any, encoder: Any) -> None:
+    """Remember which encoder a variant's ``ModelMeta`` belongs to, so that the results mteb writes for it
+    carry the encoder's provenance record (see :func:`install_result_hook`)."""
+    _ENCODERS[id(meta)] = encoder
+
+
+def install_result_hook() -> None:
+    """Wrap mteb's ``ResultCache.save_to_cache`` (through which ``mteb.evaluate`` writes every result) so
+    that a result of an iso-bench variant carries its ``iso_bench`` record in each score entry: the same
+    provenance whether ``iso-bench run`` or ``mteb.evaluate`` wrote it. Idempotent."""
+    from mteb.cache import ResultCache
+
+    original = ResultCache.save_to_cache
+    if getattr(original, "iso_bench_hook", False):
+        return
+
+    def save_to_cache(self: Any, task_result: Any, model_name: Any, model_revision: str | None = None,
+                      **kwargs: Any) -> None:
+        encoder = _ENCODERS.get(id(model_name))
+        if encoder is not None and getattr(encoder, "mteb_model_meta", None) is model_name:
+            record = encoder.provenance(task_result.task_name)
+            for entries in task_result.scores.values():
+                for entry in entries:
+                    entry.setdefault("iso_bench", record)
+        return original(self, task_result, model_name, model_revision, **kwargs)
+
+    save_to_cache.iso_bench_hook = True  # type: ignore[attr-defined]
+    ResultCache.save_to_cache = save_to_cache
 
 
 # ---- tasks ------------------------------------------------------------------------------------------

@@ -12,9 +12,7 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 import warnings
 from collections.abc import Sequence
@@ -22,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iso_bench import __version__
 from iso_bench.cards import expand_tasks
-from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL, register_model, variant_meta
+from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL, variant_meta
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +40,8 @@ class RunConfig:
     cache_dir: str | Path | None = None
     device: str | None = None
     batch_size: int = 32
-    fit_corpus: str = "task"
+    fit_corpus: str = "task"  # "task", "train" or a text file
+    fit_sample: int | None = None  # fit on a seeded sample of this many texts (huge corpora)
     seed: int = 0
     pooling: str | None = None
     layer: int | None = None
@@ -68,35 +66,6 @@ class RunSummary:
     seconds: float = 0.0
 
 
-def _stored_result(path: Path) -> dict[str, Any] | None:
-    """A result file's content, or None when it is missing or unreadable (then it is computed again)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) and isinstance(data.get("scores"), dict) else None
-    except (OSError, ValueError):
-        return None
-
-
-def _provenance(data: dict[str, Any]) -> dict[str, Any] | None:
-    entries = [e for split in data["scores"].values() if isinstance(split, list) for e in split]
-    return entries[0].get("iso_bench") if entries and isinstance(entries[0], dict) else None
-
-
-def _main_score(data: dict[str, Any]) -> float | None:
-    """The main score of a stored result (the mean over its subsets, as mteb), or None."""
-    split = "test" if "test" in data["scores"] else sorted(data["scores"])[0]
-    values = [e.get("main_score") for e in data["scores"][split]]
-    ok = values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-    return sum(values) / len(values) if ok else None
-
-
-def _same_setup(stored: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
-    if not stored:
-        return False
-    keys = ("model", "revision", "extraction", "variant")
-    return all(stored.get(k) == wanted.get(k) for k in keys)
-
-
 def _get_task(name: str) -> Any:
     """``mteb.get_task``, with an error that suggests close task and suite names."""
     import sys
@@ -114,24 +83,12 @@ def _get_task(name: str) -> Any:
 
 
 def build_backbone(cfg: RunConfig) -> Any:
-    from iso_bench.backbone import Backbone, Extraction, default_extraction
+    """The backbone of a run: mteb's own implementation of a model mteb knows, else iso-bench's (see
+    :func:`iso_bench.backbone.load_backbone`)."""
+    from iso_bench.backbone import load_backbone
 
-    revision = cfg.revision
-    if revision is None:
-        from mteb.models.model_implementations import MODEL_REGISTRY
-
-        base = MODEL_REGISTRY.get(cfg.model)
-        revision = base.revision if base is not None else None
-    extraction = default_extraction(cfg.model, revision)
-    if cfg.pooling is not None or cfg.layer is not None:
-        extraction = Extraction(
-            pooling=cfg.pooling or extraction.pooling,
-            layer=cfg.layer if cfg.layer is not None else extraction.layer,
-            normalize=extraction.normalize if cfg.pooling is None else False,
-            max_length=extraction.max_length,
-        )
-    return Backbone(cfg.model, revision, device=cfg.device, extraction=extraction,
-                    trust_remote_code=cfg.trust_remote_code)
+    return load_backbone(cfg.model, cfg.revision, device=cfg.device, pooling=cfg.pooling, layer=cfg.layer,
+                         trust_remote_code=cfg.trust_remote_code, batch_size=cfg.batch_size)
 
 
 class _DropSuperseded(logging.Filter):
@@ -171,11 +128,26 @@ def run(cfg: RunConfig) -> RunSummary:
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*is superseded by.*")
-            return _run(cfg)
+            return _run(_normalized(cfg))
     finally:
         mteb_log.removeFilter(superseded)
         for log in method_logs:
             log.removeFilter(once)
+
+
+def _normalized(cfg: RunConfig) -> RunConfig:
+    """A local model folder is named by its absolute path (a relative one would not name the same folder
+    for mteb, the cache and the results); the variant names are checked before any work."""
+    import dataclasses
+
+    from iso_bench.mteb_plugin import variant_name
+
+    folder = Path(cfg.model).expanduser()
+    if folder.is_dir():
+        cfg = dataclasses.replace(cfg, model=str(folder.resolve()))
+    for spec in cfg.methods:
+        variant_name(cfg.model, spec)
+    return cfg
 
 
 @dataclass
@@ -194,17 +166,19 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     """Check every input before any work, load the tasks, and encode every text of every task once."""
     from iso_bench.cache import EmbeddingStore, default_cache_dir
     from iso_bench.data import mirror_dir, use_source
-    from iso_bench.fit_corpus import CorpusProvider, task_texts
+    from iso_bench.encoder import base_record
+    from iso_bench.fit_corpus import CorpusProvider
     from iso_bench.methods import make_method
 
     task_names = expand_tasks(cfg.tasks)
     levels = {make_method(m)[1] for m in cfg.methods}  # validates every spec before any work
     mirror_dir(cfg.data_dir)  # validates the mirror folder
-    corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir)
+    corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed)
     corpus.check()  # a fit corpus file is read before any encoding
     tasks = [_get_task(name) for name in task_names]
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
     corpus.add_tasks(tasks)
+    corpus.check(tasks if any(_is_fitted(m) for m in cfg.methods) else ())  # e.g. "train" of a task without one
 
     backbone = build_backbone(cfg)
     # token vectors come from the same forward pass when any variant or task will need them
@@ -212,21 +186,38 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     kinds = ("sentence", "tokens") if needs_tokens else ("sentence",)
     store = EmbeddingStore(backbone, cfg.cache_dir or default_cache_dir(), kinds=kinds,
                            batch_size=cfg.batch_size, progress=cfg.progress)
-    # one encode for all: every text of every task, once, before any variant runs
+    _encode_all(store, tasks, corpus, kinds)
+    return _Prepared(tasks, sources, backbone, store, corpus, base_record(backbone, cfg.command))
+
+
+def _is_fitted(spec: str) -> bool:
+    from iso_bench.methods import make_method
+
+    return type(make_method(spec)[0]).fitted
+
+
+def _encode_all(store: Any, tasks: list[Any], corpus: Any, kinds: tuple[str, ...]) -> None:
+    """One encode for all, before any variant runs: every text of every task (and of its fit corpus), each
+    with its prompt type."""
+    from iso_bench.fit_corpus import task_text_groups
+
     for task in tasks:
-        texts = task_texts(task)
-        store.sentences(texts, desc=f"encoding {task.metadata.name}")
-        if "tokens" in kinds:
-            store.tokens(texts)
-    record = {"iso_bench_version": __version__, "model": cfg.model, "revision": backbone.revision,
-              "extraction": backbone.describe()["extraction"], "environment": describe_environment(backbone.device),
-              "command": cfg.command}
-    return _Prepared(tasks, sources, backbone, store, corpus, record)
+        groups = task_text_groups(task)
+        if not corpus.is_file and corpus.setting != "task":
+            groups += list(corpus(task.metadata.name).groups)
+        for prompt_type, texts in groups:
+            where = {"task_metadata": task.metadata, "prompt_type": prompt_type}
+            store.sentences(list(texts), desc=f"encoding {task.metadata.name}", **where)
+            if "tokens" in kinds:
+                store.tokens(list(texts), **where)
 
 
 def _run(cfg: RunConfig) -> RunSummary:
     from mteb.cache import ResultCache
 
+    from iso_bench.mteb_plugin import install_result_hook
+
+    install_result_hook()
     started = time.perf_counter()
     run = _prepare(cfg)
     cache = ResultCache(cfg.results_dir)
@@ -239,60 +230,59 @@ def _run(cfg: RunConfig) -> RunSummary:
     return summary
 
 
+def _variant_meta(cfg: RunConfig, run: _Prepared, spec: str) -> Any:
+    """The variant's ModelMeta: its name and, as experiment kwargs, its setup (so setups never share a file)."""
+    from iso_bench.fit_corpus import SETTINGS
+    from iso_bench.mteb_plugin import setup_kwargs
+
+    fit = cfg.fit_corpus if cfg.fit_corpus in SETTINGS else "file"
+    path = None if cfg.fit_corpus in SETTINGS else str(Path(cfg.fit_corpus).expanduser().resolve())
+    loader = {"fit_corpus": fit, "fit_corpus_path": path, "seed": cfg.seed, "fit_sample": cfg.fit_sample,
+              "pooling": cfg.pooling, "layer": cfg.layer,
+              "data_dir": None if cfg.data_dir is None else str(Path(cfg.data_dir).resolve())}
+    experiment = setup_kwargs(spec, fit_corpus=cfg.fit_corpus, seed=cfg.seed, pooling=cfg.pooling, layer=cfg.layer,
+                              data_dir=cfg.data_dir, fit_sample=cfg.fit_sample)
+    loader = {k: v for k, v in loader.items() if v is not None}
+    return variant_meta(cfg.model, spec, revision=run.backbone.revision, embed_dim=run.backbone.dim,
+                        experiment=experiment, **loader)
+
+
+def _reset_sampling(task: Any) -> None:
+    """Every variant is scored on the same samples: mteb's tasks that subsample (clustering, multilabel
+    classification) draw from random states that one evaluation advances; they restart from the task's seed."""
+    from mteb._set_seed import _set_seed
+
+    if hasattr(task, "rng_state"):
+        task.rng_state, task.np_rng = _set_seed(task.seed)
+
+
 def _run_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, cache: Any, summary: RunSummary) -> None:
-    """Evaluate one variant on every task, write each result once with its provenance record."""
+    """Evaluate one variant on every task; mteb writes each result (with its provenance) into its setup's folder
+    and skips the results that already exist."""
     import mteb
     from tqdm.auto import tqdm
 
     from iso_bench.encoder import VariantEncoder
 
     encoder = VariantEncoder(run.store, spec, corpus=run.corpus, seed=cfg.seed)
-    meta = variant_meta(cfg.model, encoder.spec, revision=run.backbone.revision,
-                        embed_dim=run.backbone.dim, fit_corpus=cfg.fit_corpus, seed=cfg.seed)
-    register_model(cfg.model, [encoder.spec], revision=run.backbone.revision, replace=True,
-                   fit_corpus=cfg.fit_corpus, seed=cfg.seed)
+    encoder.base_record, encoder.data_sources = run.base_record, run.sources
+    meta = _variant_meta(cfg, run, encoder.spec)
     encoder.mteb_model_meta = meta
-    base_record = {**run.base_record, "variant": encoder.config()}
     row: dict[str, float | None] = {}
     bar = tqdm(run.tasks, desc=f"{position} {encoder.spec}", unit="task", disable=not cfg.progress, leave=False)
     for task in bar:
         name = task.metadata.name
         bar.set_postfix_str(name)
-        path = cache.get_task_result_path(name, meta)
-        stored = _stored_result(path)
-        if stored is not None and not cfg.overwrite and _same_setup(_provenance(stored), base_record):
-            row[name] = _main_score(stored)
-            continue
         logger.info("evaluating %s on %s", meta.name, name)
-        result = mteb.evaluate(encoder, task, cache=None, encode_kwargs={"batch_size": cfg.batch_size},
+        _reset_sampling(task)
+        result = mteb.evaluate(encoder, task, cache=cache, encode_kwargs={"batch_size": cfg.batch_size},
+                               overwrite_strategy="always" if cfg.overwrite else "only-missing",
                                show_progress_bar=False, raise_error=False)
         for error in result.exceptions or ():
             summary.errors.setdefault(meta.name, {})[error.task_name] = error.exception
         for task_result in result.task_results:
-            record = {**base_record, "task_type": task.metadata.type, "data": run.sources.get(name),
-                      "fit": encoder.fit_records.get(name)}
-            for entries in task_result.scores.values():
-                for entry in entries:
-                    entry["iso_bench"] = record
-            cache.save_to_cache(task_result, meta, encode_kwargs={"batch_size": cfg.batch_size})
             row[name] = task_result.get_score()
         row.setdefault(name, None)
     bar.close()
     summary.scores[meta.name] = row
     summary.fit_seconds[meta.name] = encoder.fit_seconds
-
-
-def describe_environment(device: str) -> dict[str, Any]:
-    """Software versions and hardware of this run, for the provenance under every table."""
-    import platform
-    from importlib.metadata import version
-
-    import torch
-
-    if device.startswith("cuda"):
-        hardware = torch.cuda.get_device_name(torch.device(device))
-    else:
-        hardware = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU threads"
-    return {"device": device, "hardware": hardware, "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": version("transformers"), "mteb": version("mteb"),
-            "platform": platform.platform(terse=True)}

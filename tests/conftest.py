@@ -124,3 +124,9 @@ def keyword_variant():
         return VariantEncoder(store, method)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def vector_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One raw-vector cache for the whole test session, so that each text is encoded once."""
+    return tmp_path_factory.mktemp("vector-cache")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from iso_bench.backbone import Backbone, BackboneError, Extraction, default_extraction
+from iso_bench.backbone import Backbone, BackboneError, Extraction, default_extraction, load_backbone
 
 TEXTS = ["the cat sat on the mat", "a dog", "the man is playing the guitar , the woman plays piano !"]
 
@@ -101,3 +101,20 @@ def test_span_beyond_max_length_is_nan(tiny_backbone: Backbone) -> None:
     text = "the cat sat on the mat"
     out = short.encode([text], kinds=("span",), spans=[[(4, 7), (19, 22)]], progress=False)["span"][0]
     assert np.isfinite(out[0]).all() and np.isnan(out[1]).all()
+
+
+def test_the_hf_backbone_says_so_and_ignores_prompts(tiny_backbone: Backbone) -> None:
+    assert tiny_backbone.describe()["vectors"] == tiny_backbone.describe()["extraction"]["vectors"] == "hf"
+    assert tiny_backbone.prompt_context("any task", "query") is None
+    plain = tiny_backbone.encode(TEXTS[:1], progress=False)["sentence"][0]
+    asked = tiny_backbone.encode(TEXTS[:1], progress=False, task_metadata="any task", prompt_type="query")
+    np.testing.assert_array_equal(asked["sentence"][0], plain)
+
+
+def test_load_backbone_runs_a_model_mteb_does_not_know_with_the_hf_backbone(tiny_bert_dir) -> None:
+    backbone = load_backbone(str(tiny_bert_dir), device="cpu")
+    assert isinstance(backbone, Backbone) and backbone.describe()["vectors"] == "hf"
+    assert backbone.extraction == Extraction(pooling="mean", max_length=512)
+    cls = load_backbone(str(tiny_bert_dir), device="cpu", pooling="cls", layer=1)
+    assert (cls.extraction.pooling, cls.extraction.layer) == ("cls", 1)
+    assert isinstance(load_backbone(str(tiny_bert_dir), device="cpu", hidden_states=True), Backbone)

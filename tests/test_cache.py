@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,58 @@ def test_shards_get_the_usual_file_mode(tmp_path) -> None:
     mask = os.umask(0)
     os.umask(mask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask  # not mkstemp's private 0o600
+
+
+class PromptedBackbone(CountingBackbone):
+    """A fake prompt-aware backbone (like mteb's implementation of e5): queries get the prompt ``"q: "``, other
+    texts none; a vector's second coordinate is the length of the prompt it was encoded with. It makes
+    sentence vectors only, like a model without hidden states."""
+
+    kinds = ("sentence",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def prompt_context(self, task_metadata=None, prompt_type=None):
+        return "q: " if prompt_type == "query" else None
+
+    def encode(self, texts, *, kinds, spans=None, batch_size=32, progress=True, desc="", task_metadata=None,
+               prompt_type=None):
+        self.calls.append((tuple(kinds), task_metadata, prompt_type, list(texts)))
+        prompt = self.prompt_context(task_metadata, prompt_type) or ""
+        return {"sentence": [np.array([len(t), len(prompt), 0], np.float32) for t in texts]}
+
+
+def test_a_text_without_prompt_keeps_its_plain_key() -> None:
+    assert text_key("a cat") == hashlib.sha256(b"a cat").digest() == text_key("a cat", context="")
+    assert text_key("a cat", context="query: ") == hashlib.sha256(b"query: \x00a cat").digest()
+    assert text_key("a cat", (2, 5), "query: ") != text_key("a cat", (2, 5)) != text_key("a cat")
+
+
+def test_the_prompt_is_part_of_the_key_and_reaches_the_backbone(tmp_path) -> None:
+    bb = PromptedBackbone()
+    store = EmbeddingStore(bb, tmp_path, kinds=("sentence", "tokens"), progress=False)
+    plain = store.sentences(["ab", "cd"], task_metadata="sts")
+    query = store.sentences(["ab", "cd"], task_metadata="retrieval", prompt_type="query")
+    assert plain[:, 1].tolist() == [0, 0] and query[:, 1].tolist() == [3, 3]
+    # the task and prompt type reach the backbone; tokens are not asked of a backbone that cannot make them
+    assert bb.calls == [(("sentence",), "sts", None, ["ab", "cd"]), (("sentence",), "retrieval", "query", ["ab", "cd"])]
+    store.sentences(["cd"], prompt_type="query")
+    store.sentences(["ab"], task_metadata="other task, same prompt")
+    assert len(bb.calls) == 2 and store.stats == {"computed": 4, "reused": 2}
+    assert store.prompt(prompt_type="query") == "q: " and store.prompt() is None
+    again = PromptedBackbone()
+    from_disk = EmbeddingStore(again, tmp_path, progress=False).sentences(["ab"], prompt_type="query")
+    np.testing.assert_array_equal(from_disk, query[:1])
+    assert again.calls == []
+    on_disk = {key for shard in tmp_path.rglob("sentence-*.npz") for key in read_shard(shard)}
+    assert on_disk == {text_key("ab"), text_key("cd"), text_key("ab", context="q: "), text_key("cd", context="q: ")}
+
+
+def test_a_backbone_without_prompts_ignores_task_and_prompt_type() -> None:
+    bb = CountingBackbone()  # no prompt_context: encode is called as before, and keys stay the plain ones
+    store = EmbeddingStore(bb, None, progress=False)
+    X = store.sentences(["ab"], task_metadata="a task", prompt_type="query")
+    np.testing.assert_array_equal(store.sentences(["ab"]), X)
+    assert bb.encoded == ["ab"] and list(store._table("sentence")) == [text_key("ab")]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 datasets = pytest.importorskip("datasets")
@@ -11,9 +9,13 @@ datasets = pytest.importorskip("datasets")
 from iso_bench.fit_corpus import task_texts  # noqa: E402
 
 
-def _task(test) -> SimpleNamespace:
-    return SimpleNamespace(dataset={"test": test}, hf_subsets=["default"], column_names=None,
-                           metadata=SimpleNamespace(eval_splits=["test"]))
+def _task(test):
+    """mteb's STSBenchmark task holding ``test`` as its data."""
+    import mteb
+
+    task = mteb.get_task("STSBenchmark")
+    task.dataset, task.data_loaded = {"test": test}, True
+    return task
 
 
 PAIRS = {"sentence1": ["a cat", "a dog", "a cat"], "sentence2": ["the mat", "a cat", "a bird"],

@@ -37,7 +37,7 @@ def cli_run(tmp_path_factory, hub_mirror, minilm_backbone):
 
 def _entry(results, variant: str, task: str = "STSBenchmark") -> dict:
     folder = results / "results" / (MINILM.replace("/", "__") + "+" + variant)
-    (path,) = folder.glob(f"*/{task}.json")
+    (path,) = folder.glob(f"*/**/{task}.json")
     return json.loads(path.read_text())["scores"]["test"][0]
 
 
@@ -51,7 +51,8 @@ def test_results_are_readable_by_mteb_and_carry_provenance(cli_run) -> None:
 
     results, _, _ = cli_run
     cache = mteb.ResultCache(results)
-    loaded = cache.load_results(models=[f"{MINILM}+raw", f"{MINILM}+whiten-256"], tasks=["STSBenchmark"])
+    loaded = cache.load_results(models=[f"{MINILM}+raw", f"{MINILM}+whiten-256"], tasks=["STSBenchmark"],
+                                load_experiments="match_name")
     assert {m.model_name for m in loaded.model_results} == {f"{MINILM}+raw", f"{MINILM}+whiten-256"}
     fit = _entry(results, "whiten-256")["iso_bench"]["fit"]
     assert fit["fit_corpus"] == "task" and fit["task"] == "STSBenchmark" and fit["splits"] == ["test"]

@@ -27,19 +27,20 @@ class ModelCapabilityError(IsoBenchError, TypeError):
 
 @runtime_checkable
 class WordEncoder(Protocol):
-    def word_vectors(self, texts: list[str], spans: list[tuple[int, int]], task_name: str | None) -> np.ndarray:
+    def word_vectors(self, texts: list[str], spans: list[tuple[int, int]], task_name: str | None, *,
+                     task_metadata: Any = None) -> np.ndarray:
         """Post-processed vectors of the words at character ``spans`` of ``texts`` (NaN rows: out of reach)."""
 
 
 @runtime_checkable
 class TokenEncoder(Protocol):
-    def token_vectors(self, texts: list[str], task_name: str | None) -> np.ndarray:
+    def token_vectors(self, texts: list[str], task_name: str | None, *, task_metadata: Any = None) -> np.ndarray:
         """Post-processed vectors of every (non-special) token of ``texts``, stacked."""
 
 
 @runtime_checkable
 class SentenceEncoder(Protocol):
-    def vectors(self, texts: list[str], task_name: str | None) -> np.ndarray:
+    def vectors(self, texts: list[str], task_name: str | None, *, task_metadata: Any = None) -> np.ndarray:
         """Post-processed sentence vectors of ``texts``."""
 
 
@@ -98,7 +99,7 @@ class Kind:
 def sentence_vectors(model: Any, texts: list[str], task: Any, encode_kwargs: dict[str, Any]) -> np.ndarray:
     """Sentence vectors of ``texts`` in float64: a variant's own, or any mteb encoder's through mteb's loader."""
     if isinstance(model, SentenceEncoder):
-        return np.asarray(model.vectors(texts, task.metadata.name), np.float64)
+        return np.asarray(model.vectors(texts, task.metadata.name, task_metadata=task.metadata), np.float64)
     from datasets import Dataset
     from mteb._create_dataloaders import create_dataloader
 

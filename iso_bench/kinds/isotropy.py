@@ -45,7 +45,8 @@ class IsotropyKind(Kind):
         scores: dict[str, Any] = {"n_sentences": len(texts)}
         vectors = {"sentence": sentence_vectors(model, texts, self, encode_kwargs)}
         if isinstance(model, TokenEncoder):
-            vectors["token"] = np.asarray(model.token_vectors(texts, self.metadata.name), np.float64)
+            vectors["token"] = np.asarray(model.token_vectors(texts, self.metadata.name, task_metadata=self.metadata),
+                                          np.float64)
             scores["n_tokens"] = len(vectors["token"])
         for level, X in vectors.items():
             for name, measure in MEASURES.items():

@@ -314,9 +314,10 @@ class WiCKind(Kind):
         name = self.metadata.name
         variant = require(model, WordEncoder, name)
         cosines, labels = {}, {}
+        where = {"task_metadata": self.metadata}  # the prompt of the task, as the runner encoded its texts
         for part, pairs in self.dataset.items():
-            a = variant.word_vectors([p.sentence1 for p in pairs], [p.span1 for p in pairs], name)
-            b = variant.word_vectors([p.sentence2 for p in pairs], [p.span2 for p in pairs], name)
+            a = variant.word_vectors([p.sentence1 for p in pairs], [p.span1 for p in pairs], name, **where)
+            b = variant.word_vectors([p.sentence2 for p in pairs], [p.span2 for p in pairs], name, **where)
             cosines[part], labels[part] = paired_cosine(a, b), labels_of(pairs)
         result = evaluate_wic(cosines, labels, fit_split=self.card.params["threshold_split"])
         return {"accuracy": result.accuracy["test"], "accuracy_dev": result.accuracy["dev"],

@@ -1,9 +1,10 @@
 """Reporting: results folder -> leaderboard (markdown, CSV, LaTeX, plots); the run summary; outlier reports.
 
-The flow is one way: :mod:`.results` reads the mteb result files, :mod:`.board` aggregates them into a table
-model (groups from the task cards, means, the model comparison; :mod:`.provenance` under every table),
-:mod:`.tables` and :mod:`.plots` render it. No argparse here: the command line calls these functions.
-Importing this package loads neither torch nor mteb; matplotlib only when a plot is drawn.
+The flow is one way: :mod:`.results` reads the mteb result files (plain and experiment folders), :mod:`.board`
+aggregates them into a table model (a row per variant and setup, :mod:`.setups`; groups from the task cards,
+means, the model comparison; :mod:`.provenance` under every table), :mod:`.tables` and :mod:`.plots` render it.
+No argparse here: the command line calls these functions. Importing this package loads neither torch nor mteb;
+matplotlib only when a plot is drawn.
 
 Example:
     >>> text = write_leaderboard("results")                                 # doctest: +SKIP

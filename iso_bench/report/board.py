@@ -6,6 +6,10 @@ card (any other MTEB task) goes to the group of its mteb task type. Ranked group
 where the group names one, a mean that is missing (–) when any of its tasks is missing, never a mean of the
 rest; diagnostics (isotropy) get a table per task, never ranked or averaged.
 
+A row is a variant in one setup (:mod:`.setups`): a variant run with two fit corpora, poolings or seeds has
+two rows, labelled by what differs (``whiten [fit_corpus=train]``), each with its own means; a variant with
+one setup is labelled by its name alone. Differences are taken from the raw row of the same setup.
+
 >>> from iso_bench.report import read_results, render_markdown
 >>> board = build_leaderboard(read_results("results"))          # doctest: +SKIP
 >>> [t.title for t in board.sections[0].tables]                # doctest: +SKIP
@@ -17,11 +21,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from iso_bench.cards import Group, cards, find_card, group_of_type
 from iso_bench.report.provenance import provenance
 from iso_bench.report.results import LeaderboardError, Result
+from iso_bench.report.setups import SetupKey, raw_reference, replicates, row_label, setup_labels, setup_order
 
 PERCENT_DECIMALS = 2  # scores are shown × 100 with two decimals
 ISOTROPY_METRICS: tuple[tuple[str, str], ...] = tuple(
@@ -63,13 +68,34 @@ class Cell:
 
 @dataclass(frozen=True)
 class Row:
-    """One variant of one model; ``tag`` marks a role such as "best" in the model comparison."""
+    """One variant of one model in one setup; ``tag`` marks a role such as "best" in the model comparison;
+    ``setup`` is the setup's label where the variant has several setups, else ""."""
 
     model: str
     revision: str
     variant: str
     cells: tuple[Cell, ...]
     tag: str = ""
+    setup: str = ""
+
+    @property
+    def label(self) -> str:
+        """``whiten``, or ``whiten [fit_corpus=train]`` where the setup tells rows apart."""
+        return row_label(self.variant, self.setup)
+
+
+class Line(NamedTuple):
+    """A row's identity: a variant of a model in one setup; ``shown`` is its setup label ("" when one)."""
+
+    base: str
+    rev: str
+    variant: str
+    setup: SetupKey
+    shown: str = ""
+
+    @property
+    def label(self) -> str:
+        return row_label(self.variant, self.shown)
 
 
 @dataclass(frozen=True)
@@ -147,11 +173,11 @@ def build_leaderboard(results: Sequence[Result]) -> Leaderboard:
     for base, rev in ix.models:
         tables = []
         for group, tasks in ix.groups:
-            mine = [t for t in tasks if any(ix.get(base, rev, v, t) for v in ix.variants[base, rev])]
+            mine = [t for t in tasks if any(ix.get(line, t) for line in ix.lines[base, rev])]
             if group.ranked:
-                tables += [_ranked_table(ix, group, tasks, base, rev)] if mine else []
+                tables += [_ranked_table(ix, group, tasks, ix.lines[base, rev])] if mine else []
             else:
-                tables += [_diagnostic_table(ix, group, t, base, rev) for t in mine]
+                tables += [_diagnostic_table(ix, group, t, ix.lines[base, rev]) for t in mine]
         key = base.replace("/", "__") + (f"-{rev[:12]}" if [b for b, _ in ix.models].count(base) > 1 else "")
         sections.append(Section(base, f"revision {rev}", tuple(tables), key))
     comparison = _comparison(ix)
@@ -160,14 +186,30 @@ def build_leaderboard(results: Sequence[Result]) -> Leaderboard:
     return Leaderboard(tuple(sections), len(results))
 
 
+def _model_lines(results: Sequence[Result]) -> list[Line]:
+    """The rows of one model's results: variants raw first, each variant's setups in order, labelled."""
+    lines = []
+    for variant in variant_order(r.variant for r in results):
+        keys = sorted({r.setup_key for r in results if r.variant == variant}, key=setup_order)
+        labels = setup_labels(keys)
+        lines += [Line(results[0].base, results[0].revision, variant, k, labels[k]) for k in keys]
+    return lines
+
+
 class _Index:
-    """Results by (base, revision, variant, task); the task groups present; each model's variants."""
+    """Results by row (:class:`Line`) and task; the task groups present; each model's rows and raw references."""
 
     def __init__(self, results: Sequence[Result]) -> None:
-        self.results = sorted(results, key=lambda r: (r.base, r.revision, r.variant, r.task))
-        self.by_key = {(r.base, r.revision, r.variant, r.task): r for r in results}
+        self.results = sorted(results, key=lambda r: (r.base, r.revision, r.variant, r.setup_key, r.task))
+        self.by_key = {(r.base, r.revision, r.variant, r.setup_key, r.task): r for r in results}
         self.models = sorted({(r.base, r.revision) for r in results})
-        self.variants = {m: variant_order(r.variant for r in results if (r.base, r.revision) == m) for m in self.models}
+        self.lines = {m: _model_lines([r for r in self.results if (r.base, r.revision) == m]) for m in self.models}
+        self.raw: dict[Line, Line | None] = {}
+        for lines in self.lines.values():
+            raws = {line.setup: line for line in lines if line.variant == "raw"}
+            for line in lines:
+                ref = None if line.variant == "raw" else raw_reference(line.setup, list(raws))
+                self.raw[line] = None if ref is None else raws[ref]
         present = sorted({r.task for r in results})
         placed = {t: place(t, [r for r in self.results if r.task == t]) for t in present}
         self.group = {t: g for t, (g, _) in placed.items()}
@@ -178,22 +220,27 @@ class _Index:
             mine = [t for t in present if self.group[t] == group]
             self.groups.append((group, tuple(sorted(mine, key=lambda t: (t not in declared, declared.get(t, 0), t)))))
 
-    def get(self, base: str, rev: str, variant: str, task: str | None) -> Result | None:
-        return self.by_key.get((base, rev, variant, task or ""))
+    def get(self, line: Line, task: str | None) -> Result | None:
+        return self.by_key.get((line.base, line.rev, line.variant, line.setup, task or ""))
 
-    def score(self, base: str, rev: str, variant: str, task: str) -> float | None:
+    def score(self, line: Line, task: str) -> float | None:
         """The main score × 100, or None when missing."""
-        r = self.get(base, rev, variant, task)
+        r = self.get(line, task)
         return None if r is None or r.main_score is None else r.main_score * 100
 
-    def mean(self, base: str, rev: str, variant: str, tasks: Sequence[str]) -> float | None:
+    def mean(self, line: Line | None, tasks: Sequence[str]) -> float | None:
         """The unweighted mean of ``tasks``, or None when any is missing (never a mean of the present ones)."""
-        values = [self.score(base, rev, variant, t) for t in tasks]
+        values = [None if line is None else self.score(line, t) for t in tasks]
         return None if any(v is None for v in values) else math.fsum(values) / len(values)  # type: ignore[arg-type]
 
-    def unchanged(self, base: str, rev: str, variant: str) -> bool:
-        """Every fit of the variant zeroed no dimension (clip that found no outlier): its vectors are raw's."""
-        fits = [f for r in self.results if (r.base, r.revision, r.variant) == (base, rev, variant)
+    def refs(self, values: Sequence[float | None], lines: Sequence[Line]) -> list[float | None]:
+        """Each row's raw reference value among ``values`` (one per row of ``lines``); None for raw rows."""
+        at = {line: i for i, line in enumerate(lines)}
+        return [None if (ref := self.raw.get(line)) is None or ref not in at else values[at[ref]] for line in lines]
+
+    def unchanged(self, line: Line) -> bool:
+        """Every fit of the row zeroed no dimension (clip that found no outlier): its vectors are raw's."""
+        fits = [f for r in self.results if (r.base, r.revision, r.variant, r.setup_key) == line[:4]
                 for f in r.fits or [{}]]
         return bool(fits) and all(isinstance(f.get("learned"), dict) and f["learned"].get("dims_") == []
                                   for f in fits)
@@ -209,67 +256,80 @@ def _cells(values: Sequence[float | None], refs: Sequence[float | None], ranked:
             for v, ref in zip(shown, refs, strict=True)]
 
 
-def _rows(columns: Sequence[Sequence[Cell]], keys: Sequence[tuple[str, str, str, str]]) -> tuple[Row, ...]:
-    return tuple(Row(b, r, v, tuple(col[i] for col in columns), tag) for i, (b, r, v, tag) in enumerate(keys))
+def _rows(columns: Sequence[Sequence[Cell]], keys: Sequence[tuple[Line, str]]) -> tuple[Row, ...]:
+    return tuple(Row(line.base, line.rev, line.variant, tuple(col[i] for col in columns), tag, line.shown)
+                 for i, (line, tag) in enumerate(keys))
 
 
-def _raw_refs(values: Sequence[float | None], variants: Sequence[str]) -> list[float | None]:
-    ref = values[variants.index("raw")] if "raw" in variants else None
-    return [None if v == "raw" else ref for v in variants]
-
-
-def _missing_note(ix: _Index, base: str, rev: str, tasks: Sequence[str]) -> list[str]:
+def _missing_note(ix: _Index, lines: Sequence[Line], tasks: Sequence[str]) -> list[str]:
     parts = []
-    for v in ix.variants[base, rev]:
-        gone = [ix.label[t] for t in tasks if ix.score(base, rev, v, t) is None]
+    for line in lines:
+        gone = [ix.label[t] for t in tasks if ix.score(line, t) is None]
         if gone:
-            parts.append(f"{v} on " + (f"all {len(tasks)} tasks" if len(gone) == len(tasks) > 1 else ", ".join(gone)))
+            parts.append(f"{line.label} on " + (f"all {len(tasks)} tasks" if len(gone) == len(tasks) > 1
+                                                else ", ".join(gone)))
     return [f"Missing (–): {'; '.join(parts)}: no result file, or a non-finite score."] if parts else []
 
 
-def _ranked_table(ix: _Index, group: Group, tasks: tuple[str, ...], base: str, rev: str) -> Table:
-    variants = ix.variants[base, rev]
+def _setup_notes(ix: _Index, lines: Sequence[Line]) -> list[str]:
+    """What a [setup] label means, and which rows have no raw row to be compared with; [] when no row needs it."""
+    notes = []
+    if any(line.shown for line in lines):
+        notes.append("A variant run in more than one setup has a row per setup, labelled [what differs among its "
+                     "setups] (mteb experiment kwargs), never averaged with another; rows that differ only in seed "
+                     "are replicates, shown apart. Differences are from the raw row of the same pooling, layer and "
+                     "data.")
+    alone = [line.label for line in lines if line.variant != "raw" and ix.raw[line] is None
+             and any(other.variant == "raw" for other in ix.lines[line.base, line.rev])]
+    if alone:
+        notes.append(f"No raw row of the same setup for {', '.join(alone)}: no difference shown.")
+    return notes
+
+
+def _ranked_table(ix: _Index, group: Group, tasks: tuple[str, ...], lines: Sequence[Line]) -> Table:
     columns = [Column(t, ix.label[t]) for t in tasks]
-    grid = [[ix.score(base, rev, v, t) for v in variants] for t in tasks]
+    grid = [[ix.score(line, t) for line in lines] for t in tasks]
     notes = [f"Main score × 100 ({group.metric}), two decimals; (+d) / (−d) = difference from raw, computed from the "
              "rounded values; bold = best in its column (ties: all bold)."]
     if group.mean:
         columns.append(Column(f"mean:{group.key}", mean_label(group, len(tasks)), "mean"))
-        grid.append([ix.mean(base, rev, v, tasks) for v in variants])
+        grid.append([ix.mean(line, tasks) for line in lines])
         notes.append(f"{columns[-1].label} = unweighted mean of {', '.join(ix.label[t] for t in tasks)}; a variant "
                      "missing any of them gets – (never a mean of the present cells).")
-    notes += ([] if "raw" in variants else ["No raw variant: no differences shown."])
-    notes += _missing_note(ix, base, rev, tasks)
-    picked = [r for v in variants for t in tasks if (r := ix.get(base, rev, v, t))]
+    has_raw = any(line.variant == "raw" for line in lines)
+    notes += ([] if has_raw else ["No raw variant: no differences shown."]) + _setup_notes(ix, lines)
+    notes += _missing_note(ix, lines, tasks)
+    picked = [r for line in lines for t in tasks if (r := ix.get(line, t))]
     return Table(f"{group.title}: main score × 100 ({group.metric})", ("variant",), tuple(columns),
-                 _rows([_cells(col, _raw_refs(col, variants), True) for col in grid],
-                       [(base, rev, v, "") for v in variants]), tuple(notes), provenance(picked))
+                 _rows([_cells(col, ix.refs(col, lines), True) for col in grid], [(line, "") for line in lines]),
+                 tuple(notes), provenance(picked))
 
 
-def _diagnostic_table(ix: _Index, group: Group, task: str, base: str, rev: str) -> Table:
-    variants, label = ix.variants[base, rev], ix.label[task]
-    found = [r for v in variants if (r := ix.get(base, rev, v, task))]
+def _diagnostic_table(ix: _Index, group: Group, task: str, lines: Sequence[Line]) -> Table:
+    label = ix.label[task]
+    found = [r for line in lines if (r := ix.get(line, task))]
     metrics = [m for m in ISOTROPY_METRICS if any(m[0] in r.scores for r in found)] or [("main_score", "main score")]
-    whitened = [r.variant for r in found if r.method.startswith("whiten")]
+    whitened = [line for line in lines if (r := ix.get(line, task)) and r.method.startswith("whiten")]
     columns = []
     for key, _ in metrics:
-        values = [_finite(getattr(ix.get(base, rev, v, task), "scores", {}).get(key)) for v in variants]
-        cells = _cells(values, _raw_refs(values, variants), False, False)
+        values = [_finite(getattr(ix.get(line, task), "scores", {}).get(key)) for line in lines]
+        cells = _cells(values, ix.refs(values, lines), False, False)
         if key in BASIS_DEPENDENT:
-            cells = [Cell(withheld=True) if v in whitened else c for v, c in zip(variants, cells, strict=True)]
+            cells = [Cell(withheld=True) if line in whitened else c for line, c in zip(lines, cells, strict=True)]
         columns.append(cells)
     notes = [f"Diagnostics of the vectors on {label}, as fractions; (+d) / (−d) = difference from raw. Not ranked "
              "and never averaged: more isotropy is not better by itself. I(W): Mu & Viswanath 2018 (1 = isotropic); "
              "IsoScore: Rudman et al. 2022; avg. cosine: mean cosine of all pairs."]
     if whitened and any(key in BASIS_DEPENDENT for key, _ in metrics):
-        notes.append(f"I(W) of whitened vectors ({', '.join(whitened)}) is not shown (–, not a missing result): "
+        names = ", ".join(dict.fromkeys(line.variant for line in whitened))
+        notes.append(f"I(W) of whitened vectors ({names}) is not shown (–, not a missing result): "
                      "I(W) takes its directions from the eigenvectors of WᵀW; after whitening those eigenvalues are "
                      "(nearly) equal, any basis qualifies and I(W) moves with rounding noise (a rerun of the same fit "
                      "can move it by more than 0.5). For whitened rows read IsoScore.")
-    notes += _missing_note(ix, base, rev, [task])
+    notes += _setup_notes(ix, lines) + _missing_note(ix, lines, [task])
     return Table(f"{group.title}: {label}", ("variant",),
                  tuple(Column(f"{task}/{key}", name, "diagnostic", "fraction") for key, name in metrics),
-                 _rows(columns, [(base, rev, v, "") for v in variants]), tuple(notes), provenance(found))
+                 _rows(columns, [(line, "") for line in lines]), tuple(notes), provenance(found))
 
 
 def _finite(value: Any) -> float | None:
@@ -277,39 +337,58 @@ def _finite(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def _comparison(ix: _Index) -> Table | None:
-    """Each model's raw and best variant(s) by the first group mean, across every ranked column.
+def _compared(ix: _Index, lines: Sequence[Line], tasks: Sequence[str]) -> list[tuple[Line, str]]:
+    """One model's rows in the comparison: its best row(s) by the mean of ``tasks`` (ties: all), after the raw
+    row(s) they are compared with (every raw row when no row has the mean); tags as in :func:`_comparison`."""
+    means = {line: round(m, PERCENT_DECIMALS) for line in lines if (m := ix.mean(line, tasks)) is not None}
+    best = [line for line, m in means.items() if m == max(means.values())]
+    raws = [line for line in lines if line.variant == "raw"]
+    shown = [r for r in raws if r in best or any(ix.raw[b] == r for b in best)] or raws
+    return ([(r, BEST if r in best else "") for r in shown]
+            + [(line, UNCHANGED if ix.unchanged(line) else BEST) for line in best if line.variant != "raw"])
 
-    A variant that ties only because it changed nothing (clip that zeroed no dimension) is tagged
+
+def _comparison(ix: _Index) -> Table | None:
+    """Each model's raw and best row(s) by the first group mean, across every ranked column.
+
+    A row that ties only because it changed nothing (clip that zeroed no dimension) is tagged
     ``= raw (no dimension zeroed)``, not best.
     """
     ranked = [(g, ts) for g, ts in ix.groups if g.ranked]
     crit = next(((g, ts) for g, ts in ranked if g.mean), None)
     if crit is None:
         return None
-    keys: list[tuple[str, str, str, str]] = []
-    for base, rev in ix.models:
-        means = {v: round(m, PERCENT_DECIMALS) for v in ix.variants[base, rev]
-                 if (m := ix.mean(base, rev, v, crit[1])) is not None}
-        best = [v for v, m in means.items() if m == max(means.values())]
-        keys += [(base, rev, "raw", BEST if "raw" in best else "")] if "raw" in ix.variants[base, rev] else []
-        keys += [(base, rev, v, UNCHANGED if ix.unchanged(base, rev, v) else BEST) for v in best if v != "raw"]
+    keys = [key for base, rev in ix.models for key in _compared(ix, ix.lines[base, rev], crit[1])]
     columns, cells = [], []
     for group, tasks in ranked:
         for col, picked in ([(Column(f"mean:{group.key}", mean_label(group, len(tasks)), "mean"), tasks)]
                             if group.mean else [(Column(t, ix.label[t]), (t,)) for t in tasks]):
-            values = {k[:3]: ix.mean(*k[:3], picked) for k in keys}
             columns.append(col)
-            cells.append(_cells([values[k[:3]] for k in keys],
-                                [None if k[2] == "raw" else values.get((*k[:2], "raw")) for k in keys], True))
+            cells.append(_cells([ix.mean(line, picked) for line, _ in keys],
+                                [ix.mean(ix.raw[line], picked) if ix.raw[line] else None for line, _ in keys], True))
     label = mean_label(crit[0], len(crit[1]))
     notes = [f"best = the variant with the highest {label}, among the variants with a result on every one of its "
              "tasks (compared at two decimals; ties: all listed); each model's raw row is shown with it."]
-    unchanged = sorted({k[2] for k in keys if k[3] == UNCHANGED})
+    unchanged = sorted({line.label for line, tag in keys if tag == UNCHANGED})
     if unchanged:
         notes.append(f"{', '.join(unchanged)} {UNCHANGED}: tied for best only because every one of its fits zeroed "
                      "no dimension, so its vectors are raw's; not counted as best.")
     notes.append("Other columns show the same variants (not each column's best); (+d) / (−d) = difference from the "
                  "model's raw; bold = best in the column over all rows; – = missing, never averaged.")
+    notes += _setup_notes(ix, [line for line, _ in keys]) + _seed_notes(ix, [line for line, _ in keys], crit[1])
     return Table(f"best variant of each model by {label}", ("model", "revision", "variant"), tuple(columns),
                  _rows(cells, keys), tuple(notes), provenance([r for r in ix.results if ix.group[r.task].ranked]))
+
+
+def _seed_notes(ix: _Index, lines: Sequence[Line], tasks: Sequence[str]) -> list[str]:
+    """Where a best row is one seed of several runs that differ only in seed: the best of replicates overstates
+    the setup, so the note gives the others' means."""
+    notes = []
+    for line in lines:
+        siblings = [o for o in ix.lines[line.base, line.rev] if o.variant == line.variant]
+        others = [o for o in siblings if o.setup in replicates(line.setup, [o.setup for o in siblings])]
+        if others and line.variant != "raw":
+            rest = ", ".join(f"{o.label} {'–' if (m := ix.mean(o, tasks)) is None else f'{m:.2f}'}" for o in others)
+            notes.append(f"{line.label} is the best of {len(others) + 1} runs that differ only in seed ({rest}); the "
+                         "best of replicates overstates its setup: read them together.")
+    return notes

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Plot:
-    """Points ``(variant, x, y)`` per series: a model's isotropy against each of its STS means."""
+    """Points ``(row label, x, y)`` per series: a model's isotropy against each of its STS means."""
 
     title: str
     x_label: str
@@ -33,19 +33,20 @@ def plot_data(section: Section) -> Plot | None:
     """What a section's plot shows, read from its tables (so plot and tables agree by construction).
 
     x: the first diagnostics table's sentence IsoScore (else its first column); y: every "mean" column of the
-    ranked tables; a variant is a point where both are present. None when there is nothing to plot. IsoScore,
-    not I(W): I(W) is not defined by the vectors alone where the eigenvalues of WᵀW are equal (whitening).
+    ranked tables; a row (a variant in one setup) is a point where both are present. None when there is nothing
+    to plot. IsoScore, not I(W): I(W) is not defined by the vectors alone where the eigenvalues of WᵀW are equal
+    (whitening).
     """
     diag = next((t for t in section.tables if any(c.kind == "diagnostic" for c in t.columns)), None)
     if diag is None:
         return None
     j = next((i for i, c in enumerate(diag.columns) if c.key.endswith("/sentence_isoscore")), 0)
-    xs = {row.variant: row.cells[j].value for row in diag.rows if row.cells[j].value is not None}
+    xs = {row.label: row.cells[j].value for row in diag.rows if row.cells[j].value is not None}
     series = []
     for table in section.tables:
         for k, col in enumerate(table.columns):
-            points = tuple((row.variant, xs[row.variant], row.cells[k].value) for row in table.rows
-                           if col.kind == "mean" and row.variant in xs and row.cells[k].value is not None)
+            points = tuple((row.label, xs[row.label], row.cells[k].value) for row in table.rows
+                           if col.kind == "mean" and row.label in xs and row.cells[k].value is not None)
             series += [(col.label, points)] if points else []
     if not series:
         return None

@@ -75,19 +75,29 @@ def _fit(r: Result) -> str:
     fit = r.record["fit"] if isinstance(r.record.get("fit"), dict) else {"fit_corpus": variant.get("fit_corpus")}
     params = _pairs(variant.get("params"))
     name = f"{variant.get('method', r.variant)}" + (f" ({params})" if params else "")
-    corpus, splits = fit.get("fit_corpus"), list(fit.get("splits") or ["?"])
-    if not corpus:
+    if not fit.get("fit_corpus"):
         return f"{name}: nothing fitted"
-    where = {"task": f"the evaluated task's own texts (split{'s' * (len(splits) > 1)} {'+'.join(splits)}; "
-                     "transductive)",
-             "file": f"file {Path(str(fit.get('path', '?'))).name} ({fit.get('n_texts', '?')} texts, "
-                     f"sha256 {fit.get('texts_sha256', '?')})"}.get(corpus, str(corpus))
     levels = sorted({f["level"] for f in fit.get("fits") or [] if isinstance(f, dict) and f.get("level")})
     level = "+".join(levels) or fit.get("level") or variant.get("level", "?")  # where it was fitted
     learned = [f["learned"] for f in fit.get("fits") or []
                if isinstance(f, dict) and isinstance(f.get("learned"), dict)]
-    return (f"{name}: fit on {where}, {level} level, seed {fit.get('seed', variant.get('seed', '?'))}"
+    return (f"{name}: fit on {_corpus(fit)}, {level} level, seed {fit.get('seed', variant.get('seed', '?'))}"
             f"{_zeroed(learned)}{_kept(learned)}")
+
+
+def _corpus(fit: dict[str, Any]) -> str:
+    """What a fit corpus was: the evaluated task's texts (the same words for every task), a task's training
+    split or a file (with its size and the SHA-256 of its texts); a sample says so."""
+    corpus, splits = fit["fit_corpus"], list(fit.get("splits") or ["?"])
+    size = f"{fit.get('n_texts', '?')} texts, sha256 {fit.get('texts_sha256', '?')}"
+    where = {"task": f"the evaluated task's own texts (split{'s' * (len(splits) > 1)} {'+'.join(splits)}; "
+                     "transductive)",
+             "train": f"{fit.get('task', '?')}'s training texts (split{'s' * (len(splits) > 1)} {'+'.join(splits)}; "
+                      f"{size})",
+             "file": f"file {Path(str(fit.get('path', '?'))).name} ({size})"}.get(corpus, f"{corpus} ({size})")
+    if fit.get("sample") is not None:
+        where += f", a sample of at most {fit['sample']} texts (seed {fit.get('sample_seed', '?')})"
+    return where
 
 
 def _zeroed(learned: Sequence[dict[str, Any]]) -> str:

@@ -1,8 +1,10 @@
-"""Read an iso-bench results folder: mteb's layout, ``RESULTS_DIR/results/<model>/<revision>/<Task>.json``.
+"""Read an iso-bench results folder: mteb's layout, ``RESULTS_DIR/results/<model>/<revision>/<Task>.json``,
+and ``<model>/<revision>/experiments/<experiment>/<Task>.json`` for a variant run with a recorded setup.
 
 Plain ``json``, no mteb import. A model name is ``<base model>+<method spec>``; the base is the part before
 the last ``+``. Each task result file becomes one :class:`Result`: its main score, every metric of its main
-entry, and the ``iso_bench`` provenance record the runner wrote into it.
+entry, the ``iso_bench`` provenance record the runner wrote into it, and its setup: the ``experiment_kwargs``
+of its experiment folder's ``model_meta.json`` (fit corpus, seed, pooling, ...), ``{}`` for a plain folder.
 
 >>> sorted({r.task for r in read_results("results")})         # doctest: +SKIP
 ['STS12', 'STSBenchmark']
@@ -13,12 +15,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from iso_bench.registry import IsoBenchError
+from iso_bench.report.setups import SetupKey, setup_key
+
+META = "model_meta.json"
 
 
 class LeaderboardError(IsoBenchError, ValueError):
@@ -40,6 +45,13 @@ class Result:
     mteb_version: str | None = None
     date: str | None = None  # YYYY-MM-DD, UTC
     dataset_revision: str | None = None
+    setup: Mapping[str, Any] = field(default_factory=dict)  # experiment kwargs; {} for a plain folder
+    experiment: str = ""  # the experiment folder's name; "" for a plain folder
+
+    @property
+    def setup_key(self) -> SetupKey:
+        """The setup's identity (see :func:`iso_bench.report.setups.setup_key`)."""
+        return setup_key(self.setup)
 
     @property
     def method(self) -> str:
@@ -65,8 +77,12 @@ def split_model_name(name: str) -> tuple[str, str]:
 def read_results(results_dir: str | Path) -> list[Result]:
     """Every task result under ``results_dir/results/`` (or under ``results_dir`` itself), sorted.
 
-    Raises :class:`LeaderboardError` naming the folder or the file when the folder is missing or holds
-    no result, or a file is not a task result (bad JSON, no ``task_name``, ``scores`` or ``main_score``).
+    Plain folders (``<model>/<revision>/<Task>.json``) and experiment folders
+    (``<model>/<revision>/experiments/<name>/<Task>.json``, whose ``model_meta.json`` gives the model name and
+    the setup) alike. Raises :class:`LeaderboardError` naming the folder or the file when the folder is
+    missing or holds no result, a file is not a task result (bad JSON, no ``task_name``, ``scores`` or
+    ``main_score``), an experiment folder has no readable setup, or two files hold the same task of the
+    same model, revision, variant and setup.
 
     >>> sorted({r.task for r in read_results("results")})         # doctest: +SKIP
     ['STS12', 'STSBenchmark']
@@ -75,20 +91,44 @@ def read_results(results_dir: str | Path) -> list[Result]:
     if not root.is_dir():
         raise LeaderboardError(f"{root}: no such results folder")
     top = root / "results" if (root / "results").is_dir() else root
-    files = sorted(p for p in top.glob("*/*/*.json") if p.name != "model_meta.json")
+    files = sorted(p for pattern in ("*/*/*.json", "*/*/experiments/*/*.json") for p in top.glob(pattern)
+                   if p.name != META)
     if not files:
         raise LeaderboardError(f"{root}: no result files (expected {top}/<model>/<revision>/<task>.json)")
     names: dict[Path, str] = {}
-    seen: dict[tuple[str, str, str, str], Result] = {}
+    seen: dict[tuple[str, str, str, SetupKey, str], Result] = {}
     for path in files:
-        if path.parent.parent not in names:
-            names[path.parent.parent] = _model_name(path.parent.parent)
-        r = _parse(path, path.relative_to(top).as_posix(), *split_model_name(names[path.parent.parent]))
-        if (r.base, r.revision, r.variant, r.task) in seen:
-            first = seen[r.base, r.revision, r.variant, r.task].file
-            raise LeaderboardError(f"{path}: a second result for {r.task} of {r.base}+{r.variant} (first: {first})")
-        seen[r.base, r.revision, r.variant, r.task] = r
+        r = _parse(path, path.relative_to(top).as_posix(), *_where(path, top, names))
+        key = (r.base, r.revision, r.variant, r.setup_key, r.task)
+        if key in seen:
+            setup = f" in setup {r.experiment}" if r.setup else ""
+            raise LeaderboardError(f"{path}: a second result for {r.task} of {r.base}+{r.variant}{setup} "
+                                   f"(first: {seen[key].file})")
+        seen[key] = r
     return [seen[k] for k in sorted(seen)]
+
+
+def _where(path: Path, top: Path, names: dict[Path, str]) -> tuple[str, str, str, dict[str, Any], str]:
+    """``(base, variant, revision, setup, experiment)`` of a result file, from its folders and meta files."""
+    if len(path.relative_to(top).parts) == 5:  # <model>/<revision>/experiments/<experiment>/<Task>.json
+        name, setup = _experiment(path.parent / META)
+        return (*split_model_name(name), path.parents[2].name, setup, path.parent.name)
+    if path.parent.parent not in names:
+        names[path.parent.parent] = _model_name(path.parent.parent)
+    return (*split_model_name(names[path.parent.parent]), path.parent.name, {}, "")
+
+
+def _experiment(meta_path: Path) -> tuple[str, dict[str, Any]]:
+    """The model name and experiment kwargs of an experiment folder's ``model_meta.json``."""
+    if not meta_path.is_file():
+        raise LeaderboardError(f"{meta_path}: missing; an experiment folder's setup is read from it")
+    meta = _read_json(meta_path)
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise LeaderboardError(f'{meta_path}: malformed model_meta.json (no "name" string)')
+    kwargs = meta.get("experiment_kwargs")
+    if not isinstance(kwargs, dict) or not kwargs:
+        raise LeaderboardError(f'{meta_path}: malformed model_meta.json of an experiment (no "experiment_kwargs")')
+    return meta["name"], kwargs
 
 
 def _read_json(path: Path) -> Any:
@@ -100,7 +140,7 @@ def _read_json(path: Path) -> Any:
 
 def _model_name(folder: Path) -> str:
     """The name in ``model_meta.json`` when there is one, else the folder's (mteb writes ``/`` as ``__``)."""
-    metas = sorted(folder.glob("*/model_meta.json"))
+    metas = sorted(folder.glob(f"*/{META}"))
     if not metas:
         return folder.name.replace("__", "/")
     meta = _read_json(metas[0])
@@ -109,7 +149,8 @@ def _model_name(folder: Path) -> str:
     return meta["name"]
 
 
-def _parse(path: Path, rel: str, base: str, variant: str) -> Result:
+def _parse(path: Path, rel: str, base: str, variant: str, revision: str, setup: dict[str, Any],
+           experiment: str) -> Result:
     data = _read_json(path)
 
     def bad(why: str) -> LeaderboardError:
@@ -140,5 +181,6 @@ def _parse(path: Path, rel: str, base: str, variant: str) -> Result:
         day = datetime.fromtimestamp(stamp, tz=timezone.utc).date().isoformat()
     elif isinstance(stamp, str) and len(stamp) >= 10 and stamp[4] == stamp[7] == "-":
         day = stamp[:10]
-    return Result(rel, base, variant, path.parent.name, task, main if math.isfinite(main) else None, entry, record,
-                  None if version is None else str(version), day, None if dataset is None else str(dataset))
+    return Result(rel, base, variant, revision, task, main if math.isfinite(main) else None, entry, record,
+                  None if version is None else str(version), day, None if dataset is None else str(dataset),
+                  setup, experiment)

@@ -63,7 +63,7 @@ def format_cell(cell: Cell, column: Column, minus: str = MINUS) -> str:
 
 def _label(row: Row, attr: str) -> str:
     if attr == "variant":  # "clip (best)"; a tag that is a phrase of its own: "clip = raw (no dimension zeroed)"
-        return row.variant + (f" {row.tag}" if row.tag.startswith("=") else f" ({row.tag})" if row.tag else "")
+        return row.label + (f" {row.tag}" if row.tag.startswith("=") else f" ({row.tag})" if row.tag else "")
     return row.revision[:12] if attr == "revision" else getattr(row, attr)
 
 
@@ -122,6 +122,9 @@ def _md_value(name: str, value: str) -> str:
 def render_csv(board: Leaderboard) -> str:
     """One line per cell (tidy): table, model, revision, variant, tag, column, value, delta_vs_raw, best.
 
+    ``variant`` is the row's label: ``whiten``, or ``whiten [fit_corpus=train]`` where a variant has several
+    setups (:mod:`.setups`).
+
     Numbers as shown in markdown but plain (ASCII minus, no ``±``), so ``float()`` reads them; an empty
     value is a missing result, or one withheld (I(W) of whitened vectors). Notes and provenance stay in the
     markdown and LaTeX outputs.
@@ -135,7 +138,7 @@ def render_csv(board: Leaderboard) -> str:
                 for cell, col in zip(row.cells, table.columns, strict=True):
                     value = "" if cell.value is None else format_number(cell.value, col.fmt)
                     delta = "" if cell.delta is None else format_delta(cell.delta, col.fmt, "-", "")
-                    writer.writerow([table.title, row.model, row.revision, row.variant, row.tag, col.label,
+                    writer.writerow([table.title, row.model, row.revision, row.label, row.tag, col.label,
                                      value, delta, "1" if cell.best else "0"])
     return buf.getvalue()
 

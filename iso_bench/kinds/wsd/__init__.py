@@ -51,11 +51,11 @@ class WSDKind(Kind):
         variant = require(model, WordEncoder, self.metadata.name)
         name = self.metadata.name
         train, test = self.dataset["train"], self.dataset["test"]
-        train_X = variant.word_vectors(*_texts_and_spans(train), name)
+        train_X = variant.word_vectors(*_texts_and_spans(train), name, task_metadata=self.metadata)
         keep = np.isfinite(train_X).all(axis=1)  # spans beyond max_length have no vector
         train_keys = [k for k, ok in zip(train.gold_keys(), keep, strict=True) if ok]
         centroids = SenseCentroids.fit(train_X[keep], train_keys)
-        test_X = variant.word_vectors(*_texts_and_spans(test), name)
+        test_X = variant.word_vectors(*_texts_and_spans(test), name, task_metadata=self.metadata)
         if not np.isfinite(test_X).all():
             raise ValueError(f"{name}: {int((~np.isfinite(test_X).all(axis=1)).sum())} test instances lie beyond "
                              "the model's max_length; use a model with a longer max_length to score every instance")

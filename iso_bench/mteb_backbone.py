@@ -1,0 +1,375 @@
+"""Raw vectors from mteb's own implementation of a model: the vectors MTEB evaluates.
+
+For a model that mteb's registry implements, :func:`~iso_bench.backbone.load_backbone` returns an
+:class:`MtebBackbone`. ``mteb.get_model(id, revision)`` loads the model with mteb's loader and settings, and
+every text is encoded with the prompt that mteb's wrapper gives it for the task and prompt type at hand (e5's
+``"query: "`` / ``"passage: "``, bge's retrieval instruction, ...) and with the model's pooling, normalisation
+and max length. So the ``raw`` variant equals ``mteb.evaluate(mteb.get_model(id), task)`` by construction.
+
+There are two kinds of implementation:
+
+- **A sentence-transformers wrapper** (mteb's ``SentenceTransformerEncoderWrapper`` whose ``encode`` is not
+  overridden). The SentenceTransformer at ``wrapper.model`` is called the way the wrapper calls it
+  (``encode_query`` / ``encode_document`` / ``encode``, with the resolved prompt), but with
+  ``output_value=None``. So one forward pass gives the sentence vector *and* the token vectors. Spans are read
+  from the same pass, using the tokenizer's character offsets.
+- **Any other implementation** (an API model, a wrapper with its own ``encode``). Its ``encode`` makes the
+  sentence vectors. They are cached per task and prompt type, because iso-bench cannot see what the wrapper
+  adds. It has no token vectors: asking for them raises :class:`TokenVectorsUnavailable`.
+
+Example:
+    >>> bb = MtebBackbone("intfloat/e5-small-v2")                                  # doctest: +SKIP
+    >>> bb.prompt_context(mteb.get_task("SciFact").metadata, PromptType.query)     # doctest: +SKIP
+    'query: '
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iso_bench.backbone import KINDS, BackboneError, check_request, span_rows
+
+VARIANT_SEPARATOR = "+"  # iso-bench's variants are named "<base>+<method>" (iso_bench.mteb_plugin.SEPARATOR)
+ROUTES = ("query", "document")  # the prompt types that sentence-transformers routes to encode_query/_document
+
+
+class TokenVectorsUnavailable(BackboneError):
+    """Token or span vectors were asked of a model whose mteb implementation gives sentence vectors only."""
+
+
+def mteb_meta(model_id: str, revision: str | None = None) -> Any | None:
+    """mteb's ``ModelMeta`` of ``model_id`` when mteb implements it as a dense text encoder at ``revision``
+    (None: mteb's pinned revision); None for a model mteb does not know, another revision, a local folder,
+    or an iso-bench variant."""
+    if VARIANT_SEPARATOR in model_id or Path(model_id).is_dir():
+        return None
+    import mteb
+
+    try:
+        meta = mteb.get_model_meta(model_id, revision)
+    except (KeyError, ValueError):  # unknown name; a revision other than mteb's
+        return None
+    usable = (meta.loader is not None and VARIANT_SEPARATOR not in (meta.name or "")
+              and "dense" in (meta.model_type or ()) and "text" in (meta.modalities or ()))
+    return meta if usable else None
+
+
+@dataclass(frozen=True)
+class MtebExtraction:
+    """How mteb's implementation makes the vectors; part of every cache folder and result record.
+
+    ``prompts`` is the wrapper's prompt dictionary (task name, task type or prompt type -> prompt string).
+    ``settings`` is a digest of the loader's other settings.
+    """
+
+    implementation: str
+    prompts: Mapping[str, str] = field(default_factory=dict)
+    pooling: str | None = None
+    normalize: bool = False
+    max_length: int | None = None
+    token_vectors: str | None = None
+    settings: str = ""
+
+    def key(self) -> str:
+        """A short stable name for cache folders (prompts are part of each text's key instead)."""
+        norm = "-norm" if self.normalize else ""
+        return f"mteb-{self.pooling or 'model'}{norm}-max{self.max_length or 'na'}-{self.settings[:10]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"vectors": "mteb", "implementation": self.implementation, "prompts": dict(self.prompts),
+                "pooling": self.pooling, "normalize": self.normalize, "max_length": self.max_length,
+                "token_vectors": self.token_vectors, "settings_sha256": self.settings}
+
+
+class MtebBackbone:
+    """A model run by mteb's own implementation of it; the same interface as :class:`~iso_bench.backbone.Backbone`.
+
+    Args:
+        model_id: a name in mteb's model registry.
+        revision: None or mteb's pinned revision (another revision is not mteb's implementation).
+        device: passed to mteb's loader.
+        trust_remote_code: allows an implementation that runs the model repository's own code.
+        batch_size: texts per forward pass when the caller does not say.
+        model: an implementation already loaded with ``mteb.get_model`` (skips loading).
+    """
+
+    def __init__(self, model_id: str, revision: str | None = None, *, device: str | None = None,
+                 trust_remote_code: bool = False, batch_size: int = 32, model: Any = None) -> None:
+        meta = model.mteb_model_meta if model is not None else mteb_meta(model_id, revision)
+        if meta is None:
+            raise BackboneError(f"mteb has no implementation of {model_id!r} at revision {revision}; "
+                                "iso_bench.backbone.load_backbone uses iso-bench's own backbone for it")
+        if (meta.loader_kwargs or {}).get("trust_remote_code") and not trust_remote_code and model is None:
+            raise BackboneError(f"mteb's implementation of {meta.name!r} runs code from the model's repository "
+                                "(trust_remote_code=True): pass --trust-remote-code to allow it")
+        self.model = model if model is not None else _load(meta, device)
+        self.st = sentence_transformer(self.model)
+        self.model_id = meta.name
+        self.revision = meta.revision or _commit(self.st) or "unknown"
+        self.batch_size = batch_size
+        self.kinds = KINDS if self.st is not None else ("sentence",)
+        self.extraction = _extraction(self.model, self.st, meta)
+        self.max_length = self.extraction.max_length
+        self._routed = self.st is not None and _routes_by_task(self.st)
+        if self.st is not None:
+            self.device = str(self.st.device)
+            measure = getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension
+            self._dim = int(measure())
+        else:
+            self.device = str(device or getattr(self.model, "device", None) or "cpu")
+            self._dim = meta.embed_dim if isinstance(meta.embed_dim, int) else None
+
+    @property
+    def dim(self) -> int:
+        """The sentence vectors' dimension."""
+        if self._dim is None:  # an implementation that does not declare it: encode one text
+            self._dim = len(self.encode(["dimension"], progress=False)["sentence"][0])
+        return self._dim
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies these vectors: ``vectors: "mteb"``, model, revision, and the implementation with
+        its prompts (``extraction``)."""
+        return {"vectors": "mteb", "model": self.model_id, "revision": self.revision,
+                "extraction": self.extraction.to_dict()}
+
+    # ---- prompts ----------------------------------------------------------------------------------
+    def resolve_prompt(self, task_metadata: Any = None, prompt_type: Any = None) -> tuple[str, str | None]:
+        """``(prompt, route)`` of a sentence-transformers wrapper: the string put before each text, and
+        ``"query"`` / ``"document"`` / None for ``encode_query`` / ``encode_document`` / ``encode``.
+
+        This resolves the prompt the way mteb's wrapper does (``get_prompt_name``, then its prompt
+        dictionary). When that finds none, it falls back the way sentence-transformers does: the model's
+        own ``"query"`` / ``"document"`` prompt, then its default prompt. With no task, only that fallback
+        applies.
+        """
+        from mteb.models.abs_encoder import get_prompt_name
+
+        route = _prompt_type_value(prompt_type)
+        route = route if route in ROUTES else None
+        prompt = None
+        prompts = getattr(self.model, "model_prompts", None)
+        if task_metadata is not None and prompts:
+            name = get_prompt_name(prompts, task_metadata, _as_prompt_type(prompt_type))
+            prompt = prompts.get(name) if name else None
+        if prompt is None and self.st is not None:
+            own = self.st.prompts or {}
+            if route is not None and route in own:
+                prompt = own[route]
+            elif self.st.default_prompt_name is not None:
+                prompt = own.get(self.st.default_prompt_name)
+        return prompt or "", route
+
+    def prompt_context(self, task_metadata: Any = None, prompt_type: Any = None) -> str | None:
+        """The part of a text's cache key that the task and prompt type decide.
+
+        For a sentence-transformers wrapper this is the resolved prompt string (None when empty), plus the
+        route when the model routes queries and documents differently. For any other implementation it is
+        the task name and prompt type.
+        """
+        if self.st is None:
+            if task_metadata is None and prompt_type is None:
+                return None
+            return f"mteb-task:{getattr(task_metadata, 'name', '')}:{_prompt_type_value(prompt_type) or ''}"
+        prompt, route = self.resolve_prompt(task_metadata, prompt_type)
+        if self._routed and route is not None:
+            return f"{prompt}\x00route:{route}"
+        return prompt or None
+
+    # ---- encoding ---------------------------------------------------------------------------------
+    def encode(self, texts: Sequence[str], *, kinds: Sequence[str] = ("sentence",),
+               spans: Sequence[Sequence[tuple[int, int]]] | None = None, batch_size: int | None = None,
+               progress: bool = True, desc: str = "encoding", task_metadata: Any = None,
+               prompt_type: Any = None) -> dict[str, list[np.ndarray]]:
+        """Encode ``texts`` with the prompt for ``task_metadata`` and ``prompt_type``: per requested kind, one
+        array per text, in input order (shapes as :meth:`iso_bench.backbone.Backbone.encode`). Token and
+        span vectors cover the text's own tokens only: no special tokens and no prompt tokens."""
+        check_request(texts, kinds, spans)
+        unable = [k for k in kinds if k not in self.kinds]
+        if unable:
+            raise TokenVectorsUnavailable(
+                f"{self.model_id!r} has no token vectors: mteb's implementation of it "
+                f"({self.extraction.implementation}) gives sentence vectors only. Token-level methods "
+                "(cluster-pca, -level=token) and word-level tasks (WiC, WSD) need a model with hidden "
+                "states. Use a sentence-transformers model, or pass --pooling/--layer to run iso-bench's "
+                "own backbone on the model's weights.")
+        batch_size = batch_size or self.batch_size
+        if self.st is None:
+            return {"sentence": self._encode_wrapper(list(texts), batch_size, progress, task_metadata, prompt_type)}
+        prompt, route = self.resolve_prompt(task_metadata, prompt_type)
+        return self._encode_st(list(texts), kinds, spans, batch_size, progress, desc, prompt, route)
+
+    def _encode_st(self, texts: list[str], kinds: Sequence[str], spans: Sequence[Any] | None, batch_size: int,
+                   progress: bool, desc: str, prompt: str, route: str | None) -> dict[str, list[np.ndarray]]:
+        """Batches of similar length through the SentenceTransformer, once each, with ``output_value=None``."""
+        from tqdm.auto import tqdm
+
+        encode = {"query": self.st.encode_query, "document": self.st.encode_document}.get(route, self.st.encode)
+        out: dict[str, list[Any]] = {k: [None] * len(texts) for k in kinds}
+        order = sorted(range(len(texts)), key=lambda i: (-len(texts[i]), i))
+        bar = tqdm(total=len(texts), desc=desc, unit="text", disable=not progress, leave=False)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            batch = [texts[i] for i in idx]
+            items = encode(batch, prompt=prompt, batch_size=len(batch), output_value=None, show_progress_bar=False)
+            rows = self._rows(items, batch, kinds, [spans[i] for i in idx] if spans is not None else None, prompt)
+            for kind, values in rows.items():
+                for j, value in zip(idx, values, strict=True):
+                    out[kind][j] = value
+            bar.update(len(idx))
+        bar.close()
+        return out
+
+    def _rows(self, items: list[dict[str, Any]], batch: list[str], kinds: Sequence[str], spans: Any,
+              prompt: str) -> dict[str, list[np.ndarray]]:
+        """The requested vectors of one batch, from sentence-transformers' per-text output dicts."""
+        result: dict[str, list[np.ndarray]] = {}
+        if "sentence" in kinds:
+            result["sentence"] = [_numpy(item["sentence_embedding"]) for item in items]
+        if "tokens" in kinds or "span" in kinds:
+            aligned = self._align(items, batch, prompt)
+            if "tokens" in kinds:
+                result["tokens"] = [_numpy(hidden[real]).reshape(-1, hidden.shape[-1]) for hidden, _, real in aligned]
+            if "span" in kinds:
+                n = len(prompt)
+                result["span"] = [
+                    span_rows(prompt + text, [(s + n, e + n) for s, e in text_spans], hidden, offsets, real,
+                              self.max_length or 0)
+                    for text, text_spans, (hidden, offsets, real) in zip(batch, spans, aligned, strict=True)]
+        return result
+
+    def _align(self, items: list[dict[str, Any]], batch: list[str], prompt: str) -> list[tuple[Any, Any, Any]]:
+        """Per text: its token vectors without padding, their character offsets in ``prompt + text``, and
+        the mask of the text's own tokens (not special, not in the prompt). The offsets come from the model's
+        tokenizer, checked token by token against the ids the forward pass ran on."""
+        import torch
+
+        enc = self.st.tokenizer([prompt + t for t in batch], truncation=True, max_length=self.max_length,
+                                return_offsets_mapping=True, return_special_tokens_mask=True)
+        aligned = []
+        for i, item in enumerate(items):
+            if "token_embeddings" not in item:
+                raise TokenVectorsUnavailable(f"{self.model_id!r}: its sentence-transformers modules give no "
+                                              "token_embeddings, so it has no token vectors")
+            ids = item["input_ids"]
+            mask = item.get("attention_mask", torch.ones_like(ids)).bool()
+            if ids[mask].tolist() != enc["input_ids"][i]:
+                raise BackboneError(f"cannot align the token vectors of {self.model_id!r} with its tokenizer's "
+                                    f"character offsets (text {batch[i][:60]!r}); its sentence vectors are "
+                                    "unaffected, token-level methods and word-level tasks are not possible")
+            offsets = torch.tensor(enc["offset_mapping"][i]).reshape(-1, 2)
+            real = ~torch.tensor(enc["special_tokens_mask"][i]).bool()
+            if prompt:
+                real &= offsets[:, 1] > len(prompt)
+            aligned.append((item["token_embeddings"][mask].float().cpu(), offsets, real))
+        return aligned
+
+    def _encode_wrapper(self, texts: list[str], batch_size: int, progress: bool, task_metadata: Any,
+                        prompt_type: Any) -> list[np.ndarray]:
+        """Sentence vectors from the implementation's own ``encode``, fed as mteb feeds it: a DataLoader of
+        ``{"text": [...]}`` batches, the task's metadata and the prompt type."""
+        from datasets import Dataset
+        from torch.utils.data import DataLoader
+
+        if not texts:
+            return []
+        loader = DataLoader(Dataset.from_dict({"text": texts}), batch_size=batch_size)
+        vectors = self.model.encode(loader, task_metadata=task_metadata if task_metadata is not None else _no_task(),
+                                    hf_split="test", hf_subset="default", prompt_type=_as_prompt_type(prompt_type),
+                                    batch_size=batch_size, show_progress_bar=progress)
+        matrix = _numpy(vectors)
+        if matrix.shape[0] != len(texts):
+            raise BackboneError(f"{self.model_id!r}: mteb's implementation returned {matrix.shape[0]} vectors "
+                                f"for {len(texts)} texts")
+        return list(matrix.reshape(len(texts), -1))
+
+
+# ---- helpers ---------------------------------------------------------------------------------------
+def sentence_transformer(model: Any) -> Any | None:
+    """The SentenceTransformer behind an mteb implementation whose ``encode`` is mteb's plain
+    sentence-transformers wrapper; None for any other implementation (its own ``encode`` may do anything)."""
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+    from sentence_transformers import SentenceTransformer
+
+    plain = isinstance(model, SentenceTransformerEncoderWrapper) and (
+        type(model).encode is SentenceTransformerEncoderWrapper.encode)
+    st = getattr(model, "model", None)
+    return st if plain and isinstance(st, SentenceTransformer) else None
+
+
+def _load(meta: Any, device: str | None) -> Any:
+    """``mteb.get_model`` with an error that names the model and what to do."""
+    import mteb
+
+    try:
+        return mteb.get_model(meta.name, meta.revision, device=device)
+    except (OSError, ValueError) as exc:
+        hint = ("HF_HUB_OFFLINE=1 is set: put the model into the Hugging Face cache first (HF_HUB_CACHE)"
+                if os.environ.get("HF_HUB_OFFLINE") == "1" else "check the id, the revision and the network")
+        reason = str(exc).strip().rstrip(".")
+        raise BackboneError(f"cannot load mteb's implementation of {meta.name!r} (revision {meta.revision}): "
+                            f"{reason}. {hint}") from exc
+
+
+def _extraction(model: Any, st: Any, meta: Any) -> MtebExtraction:
+    implementation = f"{type(model).__module__}.{type(model).__qualname__}"
+    prompts = {str(k): str(v) for k, v in (getattr(model, "model_prompts", None) or {}).items()}
+    settings = {k: v for k, v in (meta.loader_kwargs or {}).items() if k not in ("model_prompts", "device")}
+    if st is not None:
+        pooling = next((getattr(m, "pooling_mode", None) for m in st if type(m).__name__ == "Pooling"), None)
+        normalize = any(type(m).__name__ == "Normalize" for m in st)
+        max_length = st.max_seq_length or getattr(st.tokenizer, "model_max_length", None)
+        tokens = "sentence-transformers token_embeddings of the same forward pass"
+    else:
+        pooling, normalize, tokens = None, False, None
+        max_length = int(meta.max_tokens) if meta.max_tokens else None
+    blob = json.dumps({"implementation": implementation, "settings": settings, "default_prompt":
+                       getattr(st, "default_prompt_name", None)}, sort_keys=True, default=str)
+    return MtebExtraction(implementation, prompts, str(pooling) if pooling else None, normalize,
+                          int(max_length) if max_length else None, tokens, hashlib.sha256(blob.encode()).hexdigest())
+
+
+def _routes_by_task(st: Any) -> bool:
+    """Whether ``encode_query`` / ``encode_document`` differ from ``encode`` beyond the prompt: a Router
+    module, or per-task lengths or query expansion in the Transformer module."""
+    for module in st.modules():
+        if type(module).__name__ == "Router":
+            return True
+        if any(getattr(module, a, None) is not None for a in ("query_length", "document_length", "query_expansion")):
+            return True
+    return False
+
+
+def _commit(st: Any) -> str | None:
+    config = getattr(getattr(st[0], "model", None), "config", None) if st is not None else None
+    return getattr(config, "_commit_hash", None)
+
+
+def _prompt_type_value(prompt_type: Any) -> str | None:
+    return None if prompt_type is None else str(getattr(prompt_type, "value", prompt_type))
+
+
+def _as_prompt_type(prompt_type: Any) -> Any:
+    from mteb.types import PromptType
+
+    return None if prompt_type is None else PromptType(_prompt_type_value(prompt_type))
+
+
+def _no_task() -> Any:
+    """Metadata for texts encoded outside any task (no task name or type matches a prompt)."""
+    from mteb.abstasks.task_metadata import TaskMetadata
+
+    return TaskMetadata.model_construct(name="iso-bench/no-task", type=None, modalities=["text"])
+
+
+def _numpy(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):
+        value = value.detach().float().cpu().numpy()
+    return np.asarray(value, dtype=np.float32)

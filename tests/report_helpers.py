@@ -1,0 +1,109 @@
+"""Hand-written results folders for the reporter's tests: mteb TaskResult files with the runner's iso_bench
+record, in plain folders (``<model>/<revision>/<Task>.json``) or experiment folders
+(``<model>/<revision>/experiments/<setup>/<Task>.json`` with a ``model_meta.json`` holding the setup)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+REV = "0123456789abcdef0123456789abcdef01234567"
+ENV = {"device": "cuda", "hardware": "NVIDIA H100", "python": "3.11.7", "torch": "2.13.0", "transformers": "5.23.0",
+       "mteb": "2.26.24", "platform": "Linux-6.8"}
+DATA = {"STS12": ("mteb/sts12-sts", "a0d5"), "STSBenchmark": ("mteb/stsbenchmark-sts", "b0fd"),
+        "Isotropy-STSB": ("mteb/stsbenchmark-sts", "b0fd")}
+CMD_A = "iso-bench run --model org/alpha --methods raw abtt --tasks STS12 STSBenchmark Isotropy-STSB"
+CMD_W = "iso-bench run --model org/alpha --methods whiten --tasks STS12 STSBenchmark Isotropy-STSB"
+
+
+def record(base: str, variant: str, task: str, *, command: str | None, env: dict | None,
+           fits: list | None = None, setup: dict | None = None, fit: dict | None = None) -> dict:
+    """The iso_bench block of a result entry, as the runner writes it (environment/command optional: older files).
+
+    ``setup`` sets the variant's fit corpus and seed (as the runner records them); ``fit`` adds to (or
+    replaces parts of) the fit record, e.g. a file corpus's path, size and SHA-256.
+    """
+    repo, rev = DATA.get(task, ("mteb/other", "c0de"))
+    fitted = variant != "raw"
+    corpus, seed = (setup or {}).get("fit_corpus", "task"), (setup or {}).get("seed", 0)
+    rec = {
+        "iso_bench_version": "0.1.0", "model": base, "revision": REV,
+        "extraction": {"pooling": "mean", "layer": -1, "normalize": True, "max_length": 256},
+        "variant": {"method": variant, "params": {"n_components": None} if fitted else {}, "level": "sentence",
+                    "fit_corpus": corpus, "seed": seed},
+        "data": {"repo": repo, "revision": rev, "source": "mirror", "path": f"/home/someone/hub/{repo}",
+                 "sha256": rev * 16},
+        "fit": ({"fit_corpus": corpus, "task": task, "splits": ["test"], "n_texts": 10, "texts_sha256": "ff",
+                 "seed": seed, "fits": fits or [], **(fit or {})} if fitted else {"fit_corpus": None}),
+    }
+    if env is not None:
+        rec["environment"] = env
+    if command is not None:
+        rec["command"] = command
+    return rec
+
+
+def experiment_name(setup: dict[str, Any]) -> str:
+    """mteb's folder name of an experiment: sorted ``k_v`` pairs joined by ``__`` (``fit_corpus_task__seed_0``)."""
+    return "__".join(f"{k}_{v}" for k, v in sorted(setup.items()))
+
+
+def write_result(root: Path, base: str, variant: str, task: str, main: float, *, metrics: dict | None = None,
+                 command: str | None = CMD_A, env: dict | None = ENV, date: float | str = 1795313600.0,
+                 meta: bool = True, fits: list | None = None, setup: dict | None = None, fit: dict | None = None,
+                 folder_name: str | None = None) -> Path:
+    """One mteb TaskResult file (and the model's model_meta.json) under ``root/results/``.
+
+    With ``setup`` (mteb's experiment kwargs) the file goes to ``experiments/<folder_name or its name>/``,
+    beside a ``model_meta.json`` holding the setup, as mteb writes it.
+    """
+    folder = root / "results" / f"{base}+{variant}".replace("/", "__") / REV
+    model_meta: dict[str, Any] = {"name": f"{base}+{variant}", "revision": REV, "experiment_kwargs": None}
+    if setup:
+        folder = folder / "experiments" / (folder_name or experiment_name(setup))
+        model_meta["experiment_kwargs"] = setup
+    folder.mkdir(parents=True, exist_ok=True)
+    if meta or setup:
+        (folder / "model_meta.json").write_text(json.dumps(model_meta))
+    entry = {**(metrics or {}), "main_score": main, "hf_subset": "default", "languages": ["eng-Latn"],
+             "iso_bench": record(base, variant, task, command=command, env=env, fits=fits, setup=setup, fit=fit)}
+    path = folder / f"{task}.json"
+    path.write_text(json.dumps({"dataset_revision": DATA.get(task, ("", "c0de"))[1], "task_name": task,
+                                "mteb_version": "2.26.24", "scores": {"test": [entry]}, "evaluation_time": 1.0,
+                                "date": date}, indent=2))
+    return path
+
+
+def small_case(root: Path, reverse: bool = False, setups: dict[str, dict] | None = None) -> Path:
+    """org/alpha: raw, whiten and abtt on STS12, STSBenchmark and Isotropy-STSB.
+
+    Hand-checked: raw 72.37 / 82.03, mean 77.20; whiten 65.47 (−6.90) / 79.93 (−2.10), mean 72.70 (−4.50);
+    abtt ties raw on STS12 (both bold) and has no STSBenchmark result, so its mean is –, not 72.37.
+    abtt's files are older (no environment, no command); whiten was run by another command on another day.
+    ``setups``: the setup of a variant's files (experiment folders), by variant.
+    """
+    def put(*args: Any, **kwargs: Any) -> Path:
+        return write_result(*args, **kwargs, setup=(setups or {}).get(args[2]))
+
+    writes = [
+        lambda: put(root, "org/alpha", "raw", "STS12", 0.7237),
+        lambda: put(root, "org/alpha", "raw", "STSBenchmark", 0.8203),
+        lambda: put(root, "org/alpha", "raw", "Isotropy-STSB", 0.766573,
+                    metrics={"sentence_iw": 0.766573, "sentence_isoscore": 0.277153}),
+        lambda: put(root, "org/alpha", "whiten", "STS12", 0.6547, command=CMD_W, date="2026-11-23T10:00:00"),
+        lambda: put(root, "org/alpha", "whiten", "STSBenchmark", 0.7993, command=CMD_W),
+        lambda: put(root, "org/alpha", "whiten", "Isotropy-STSB", 0.865,
+                    metrics={"sentence_iw": 0.865, "sentence_isoscore": 1.0}, command=CMD_W),
+        lambda: put(root, "org/alpha", "abtt", "STS12", 0.7237, command=None, env=None),
+    ]
+    for write in reversed(writes) if reverse else writes:
+        write()
+    return root
+
+
+def set_record(path: Path, **fields: object) -> None:
+    """Add ``fields`` to the iso_bench record of a result file (e.g. the ``task_type`` the runner writes)."""
+    data = json.loads(path.read_text())
+    data["scores"]["test"][0]["iso_bench"].update(fields)
+    path.write_text(json.dumps(data))
