@@ -198,10 +198,15 @@ class VariantEncoder(_Variant, AbsEncoder):
         self.note_task(task_metadata)
         return self.vectors(texts, task_metadata.name, task_metadata=task_metadata, prompt_type=prompt_type)
 
+    # The similarity of the variant's ModelMeta: the base model's, as mteb scores it (cosine where none is known).
     def similarity(self, embeddings1: Any, embeddings2: Any) -> Any:
+        if getattr(self._meta, "similarity_fn_name", None) is not None:
+            return super().similarity(embeddings1, embeddings2)
         return cos_sim(embeddings1, embeddings2)
 
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Any:
+        if getattr(self._meta, "similarity_fn_name", None) is not None:
+            return super().similarity_pairwise(embeddings1, embeddings2)
         return pairwise_cos_sim(embeddings1, embeddings2)
 
 

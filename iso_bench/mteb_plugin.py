@@ -132,7 +132,7 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
         base_fields = {k: getattr(base, k) for k in (
             "release_date", "languages", "n_parameters", "memory_usage_mb", "max_tokens", "license",
             "open_weights", "public_training_code", "public_training_data", "training_datasets",
-            "reference", "citation")}
+            "reference", "citation", "similarity_fn_name")}
         revision = revision or base.revision
         if embed_dim is None and isinstance(base.embed_dim, int):
             embed_dim = base.embed_dim
@@ -149,7 +149,7 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
         "loader_kwargs": kwargs,
         "embed_dim": embed_dim,
         "framework": ["PyTorch"],
-        "similarity_fn_name": ScoringFunction.COSINE,
+        "similarity_fn_name": base_fields.pop("similarity_fn_name", None) or ScoringFunction.COSINE,
         "use_instructions": False,
         "adapted_from": model_id,
         "modalities": ["text"],
