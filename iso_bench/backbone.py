@@ -235,29 +235,21 @@ class Backbone:
         backbone adds no prompt.
         """
         import torch
-        from tqdm.auto import tqdm
 
         check_request(texts, kinds, spans)
-        out: dict[str, list[Any]] = {k: [None] * len(texts) for k in kinds}
         if not texts:
-            return out
+            return {k: [] for k in kinds}
         lengths = self.tokenizer(
             list(texts), add_special_tokens=True, truncation=True, max_length=self.max_length
         )["input_ids"]
         order = sorted(range(len(texts)), key=lambda i: (-len(lengths[i]), i))
-        bar = tqdm(total=len(texts), desc=desc, unit="text", disable=not progress, leave=False)
+
+        def encode_batch(idx: list[int]) -> dict[str, list[np.ndarray]]:
+            batch_spans = [spans[i] for i in idx] if "span" in kinds else None
+            return self._encode_batch([texts[i] for i in idx], kinds, batch_spans)
+
         with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                idx = order[start : start + batch_size]
-                batch = [texts[i] for i in idx]
-                batch_spans = [spans[i] for i in idx] if "span" in kinds else None
-                result = self._encode_batch(batch, kinds, batch_spans)
-                for kind, values in result.items():
-                    for j, value in zip(idx, values, strict=True):
-                        out[kind][j] = value
-                bar.update(len(idx))
-        bar.close()
-        return out
+            return run_batches(len(texts), order, batch_size, kinds, encode_batch, desc, progress)
 
     def iter_hidden_states(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = True,
                            desc: str = "encoding") -> Any:
@@ -358,6 +350,24 @@ def span_rows(text: str, spans: Sequence[tuple[int, int]], hidden: Any, offsets:
             )
         rows.append(hidden[sel].mean(0))
     return torch.stack(rows).numpy().astype(np.float32)
+
+
+def run_batches(n: int, order: Sequence[int], batch_size: int, kinds: Sequence[str],
+                encode_batch: Any, desc: str, progress: bool) -> dict[str, list[Any]]:
+    """Run ``encode_batch(indices)`` over ``order`` (texts sorted by length: less padding) in batches, with a
+    progress bar; its rows per kind, put back in input order."""
+    from tqdm.auto import tqdm
+
+    out: dict[str, list[Any]] = {k: [None] * n for k in kinds}
+    bar = tqdm(total=n, desc=desc, unit="text", disable=not progress, leave=False)
+    for start in range(0, len(order), batch_size):
+        idx = list(order[start : start + batch_size])
+        for kind, values in encode_batch(idx).items():
+            for j, value in zip(idx, values, strict=True):
+                out[kind][j] = value
+        bar.update(len(idx))
+    bar.close()
+    return out
 
 
 def load_backbone(model_id: str, revision: str | None = None, *, device: str | None = None,

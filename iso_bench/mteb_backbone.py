@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.backbone import KINDS, BackboneError, check_request, span_rows
+from iso_bench.backbone import KINDS, BackboneError, check_request, run_batches, span_rows
 
 VARIANT_SEPARATOR = "+"  # iso-bench's variants are named "<base>+<method>" (iso_bench.mteb_plugin.SEPARATOR)
 ROUTES = ("query", "document")  # the prompt types that sentence-transformers routes to encode_query/_document
@@ -209,23 +209,15 @@ class MtebBackbone:
     def _encode_st(self, texts: list[str], kinds: Sequence[str], spans: Sequence[Any] | None, batch_size: int,
                    progress: bool, desc: str, prompt: str, route: str | None) -> dict[str, list[np.ndarray]]:
         """Batches of similar length through the SentenceTransformer, once each, with ``output_value=None``."""
-        from tqdm.auto import tqdm
-
         encode = {"query": self.st.encode_query, "document": self.st.encode_document}.get(route, self.st.encode)
-        out: dict[str, list[Any]] = {k: [None] * len(texts) for k in kinds}
         order = sorted(range(len(texts)), key=lambda i: (-len(texts[i]), i))
-        bar = tqdm(total=len(texts), desc=desc, unit="text", disable=not progress, leave=False)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
+
+        def encode_batch(idx: list[int]) -> dict[str, list[np.ndarray]]:
             batch = [texts[i] for i in idx]
             items = encode(batch, prompt=prompt, batch_size=len(batch), output_value=None, show_progress_bar=False)
-            rows = self._rows(items, batch, kinds, [spans[i] for i in idx] if spans is not None else None, prompt)
-            for kind, values in rows.items():
-                for j, value in zip(idx, values, strict=True):
-                    out[kind][j] = value
-            bar.update(len(idx))
-        bar.close()
-        return out
+            return self._rows(items, batch, kinds, [spans[i] for i in idx] if spans is not None else None, prompt)
+
+        return run_batches(len(texts), order, batch_size, kinds, encode_batch, desc, progress)
 
     def _rows(self, items: list[dict[str, Any]], batch: list[str], kinds: Sequence[str], spans: Any,
               prompt: str) -> dict[str, list[np.ndarray]]:
