@@ -31,3 +31,20 @@ def test_task_texts_of_a_selected_dataset_follow_its_rows_not_the_table() -> Non
     # select() keeps the whole Arrow table behind an index mapping: only rows 2 and 0 count
     selected = datasets.Dataset.from_dict(PAIRS).select([2, 0])
     assert task_texts(_task(selected)) == ["a cat", "a bird", "the mat"]
+
+
+def test_a_sampled_fit_corpus_is_seeded_ordered_and_recorded() -> None:
+    from iso_bench.fit_corpus import CorpusProvider
+
+    words = [f"text {i}" for i in range(40)]
+    task = _task(datasets.Dataset.from_dict({"sentence1": words[:20], "sentence2": words[20:], "score": [1.0] * 20}))
+    corpus = CorpusProvider("task", {"STSBenchmark": task}, sample=10, seed=3)("STSBenchmark")
+    record = corpus.to_record()
+    assert len(corpus.texts) == 10 and record["n_texts"] == 10 and record["n_texts_total"] == 40
+    assert (record["sample"], record["sample_seed"]) == (10, 3) and corpus.key == "task:STSBenchmark@10"
+    assert [words.index(t) for t in corpus.texts] == sorted(words.index(t) for t in corpus.texts)  # kept in order
+    again = CorpusProvider("task", {"STSBenchmark": task}, sample=10, seed=3)("STSBenchmark")
+    other = CorpusProvider("task", {"STSBenchmark": task}, sample=10, seed=4)("STSBenchmark")
+    assert again.texts == corpus.texts and other.texts != corpus.texts
+    whole = CorpusProvider("task", {"STSBenchmark": task}, sample=100, seed=3)("STSBenchmark")
+    assert whole.texts == tuple(words)  # fewer texts than the sample: all of them, the sample still recorded
