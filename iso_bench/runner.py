@@ -171,14 +171,15 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     from iso_bench.methods import make_method
 
     task_names = expand_tasks(cfg.tasks)
-    levels = {make_method(m)[1] for m in cfg.methods}  # validates every spec before any work
+    made = [make_method(m) for m in cfg.methods]  # validates every spec before any work
+    levels = {level for _, level in made}
     mirror_dir(cfg.data_dir)  # validates the mirror folder
     corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed)
     corpus.check()  # a fit corpus file is read before any encoding
     tasks = [_get_task(name) for name in task_names]
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
     corpus.add_tasks(tasks)
-    corpus.check(tasks if any(_is_fitted(m) for m in cfg.methods) else ())  # e.g. "train" of a task without one
+    corpus.check(tasks if any(type(m).fitted for m, _ in made) else ())  # e.g. "train" of a task without one
 
     backbone = build_backbone(cfg)
     # token vectors come from the same forward pass when any variant or task will need them
@@ -190,20 +191,14 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     return _Prepared(tasks, sources, backbone, store, corpus, base_record(backbone, cfg.command))
 
 
-def _is_fitted(spec: str) -> bool:
-    from iso_bench.methods import make_method
-
-    return type(make_method(spec)[0]).fitted
-
-
 def _encode_all(store: Any, tasks: list[Any], corpus: Any, kinds: tuple[str, ...]) -> None:
     """One encode for all, before any variant runs: every text of every task (and of its fit corpus), each
     with its prompt type."""
-    from iso_bench.fit_corpus import task_text_groups
+    from iso_bench.fit_corpus import TRAIN, task_text_groups
 
     for task in tasks:
         groups = task_text_groups(task)
-        if not corpus.is_file and corpus.setting != "task":
+        if corpus.setting == TRAIN:  # the training split is fitted on, but not among the evaluated texts
             groups += list(corpus(task.metadata.name).groups)
         for prompt_type, texts in groups:
             where = {"task_metadata": task.metadata, "prompt_type": prompt_type}
