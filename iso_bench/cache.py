@@ -86,7 +86,8 @@ def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray]) -> None
     buffer = io.BytesIO()
     np.savez(buffer, keys=key_arr, offsets=offsets, data=data, ndim=ndim, digest=_digest(key_arr, offsets, data))
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, buffer.getbuffer())  # a view, not a second copy of a shard that may be 100s of MB
+    # a view, not a second copy of a shard that may be 100s of MB
+    atomic_write_bytes(path, buffer.getbuffer(), fault="shard-write")
 
 
 def read_shard(path: Path) -> dict[bytes, np.ndarray]:

@@ -27,14 +27,24 @@ def default_file_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
+def atomic_write_bytes(path: Path, data: bytes | memoryview, *, fault: str | None = None) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename: a reader sees
-    the old file or the new one, never a part."""
+    the old file or the new one, never a part. ``fault`` names the crash-test point
+    (:mod:`iso_bench.faults`) reached when half of the bytes are written."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if fault is None:
+                f.write(data)
+            else:
+                from iso_bench.faults import fault_point
+
+                half = len(data) // 2
+                f.write(data[:half])
+                f.flush()
+                fault_point(fault)
+                f.write(data[half:])
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, default_file_mode())
@@ -44,8 +54,8 @@ def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
         raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, *, fault: str | None = None) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), fault=fault)
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
