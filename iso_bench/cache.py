@@ -10,6 +10,13 @@ On disk a namespace folder ``<root>/<model>/<revision>/<extraction>/`` holds ``m
 files ``<kind>-<id>.npz``, written atomically (temporary file, then rename) and carrying a SHA-256 of
 their content. A shard that cannot be read or whose checksum fails is reported, moved aside and its
 vectors recomputed: a damaged cache is never trusted. No pickle is involved (``allow_pickle=False``).
+Temporary files (their names begin with a dot) left by a process killed while writing are never read
+as shards.
+
+Several processes may share a namespace at the same time: each chunk of missing texts is encoded and
+written while the process holds an exclusive lock on the namespace's ``encode.lock`` file, and after
+taking the lock a store first reads the shards other processes have written since it last looked, so
+that a text is encoded once however many runs ask for it (see :meth:`EmbeddingStore._encode_lock`).
 
 Example:
     >>> store = EmbeddingStore(backbone, cache_dir="~/.cache/iso_bench")   # doctest: +SKIP
@@ -25,19 +32,29 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from iso_bench.faults import fault_point
 from iso_bench.files import atomic_write_bytes, atomic_write_text
 from iso_bench.registry import IsoBenchError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory file locks, see EmbeddingStore._encode_lock
+    fcntl = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CACHE_ENV = "ISO_BENCH_CACHE"
 FLUSH_EVERY = 2048  # texts encoded between two shard writes: a crash loses at most this much work
+LOCK_NAME = "encode.lock"  # in each namespace folder: held while a chunk is encoded and its shards written
+
+Item = tuple[bytes, str, tuple[int, int] | None]  # (key, text, span) of a vector to compute
 
 
 def default_cache_dir() -> Path:
@@ -121,6 +138,8 @@ class EmbeddingStore:
             computed only when asked for, and then the backbone's error says why it cannot.
         batch_size: texts per forward pass.
         progress: show progress bars.
+        flush_every: texts encoded between two shard writes (and between two turns of the namespace
+            lock when several processes share the cache).
     """
 
     def __init__(
@@ -131,13 +150,16 @@ class EmbeddingStore:
         kinds: Sequence[str] = ("sentence",),
         batch_size: int = 32,
         progress: bool = True,
+        flush_every: int = FLUSH_EVERY,
     ) -> None:
         self.backbone = backbone
         self.kinds = tuple(dict.fromkeys(kinds))
         self.batch_size = batch_size
         self.progress = progress
+        self.flush_every = max(1, int(flush_every))
         self._mem: dict[str, dict[bytes, np.ndarray]] = {}
         self._loaded: set[str] = set()
+        self._seen: set[str] = set()  # names of the shard files already read (or written) by this store
         self.stats = {"computed": 0, "reused": 0}
         self.folder: Path | None = None
         if cache_dir is not None:
@@ -193,16 +215,84 @@ class EmbeddingStore:
         return resolve(task_metadata, prompt_type) or None, {"task_metadata": task_metadata, "prompt_type": prompt_type}
 
     def _table(self, kind: str) -> dict[bytes, np.ndarray]:
+        """The in-memory vectors of ``kind``; the first call reads every shard of that kind on disk."""
         table = self._mem.setdefault(kind, {})
         if self.folder is not None and kind not in self._loaded:
             self._loaded.add(kind)
-            for shard in sorted(self.folder.glob(f"{kind}-*.npz")):
-                try:
-                    table.update(read_shard(shard))
-                except CacheCorruptError as exc:
-                    logger.warning("damaged cache shard ignored and set aside, its vectors will be recomputed: %s", exc)
-                    shard.replace(shard.with_suffix(".npz.bad"))
+            self._refresh(kind)
         return table
+
+    def _refresh(self, kind: str) -> None:
+        """Read the shards of ``kind`` that this store has not read yet (those other processes wrote since
+        it last looked). A damaged shard is reported and set aside as ``.npz.bad``; its vectors are then
+        missing and will be recomputed. Temporary files (a write in progress, or one a killed process left
+        behind) have names that begin with a dot: they are never read."""
+        assert self.folder is not None
+        table = self._mem.setdefault(kind, {})
+        for shard in sorted(self.folder.glob(f"{kind}-*.npz")):
+            if shard.name in self._seen or shard.name.startswith("."):
+                continue
+            self._seen.add(shard.name)
+            try:
+                table.update(read_shard(shard))
+            except CacheCorruptError as exc:
+                if not shard.exists():  # set aside by another process in the meantime
+                    continue
+                logger.warning("damaged cache shard ignored and set aside, its vectors will be recomputed: %s", exc)
+                try:
+                    shard.replace(shard.with_suffix(".npz.bad"))
+                except FileNotFoundError:
+                    pass
+
+    @contextmanager
+    def _encode_lock(self) -> Iterator[None]:
+        """Hold the namespace's exclusive lock (``<namespace>/encode.lock``, all kinds) for one chunk.
+
+        The lock is an advisory ``fcntl.flock``: processes of iso-bench that share the cache take turns
+        chunk by chunk, and the kernel releases it when its holder dies, so a killed run never blocks the
+        next. A memory-only store takes no lock. Where ``fcntl`` does not exist (Windows) stores run
+        without it: the cache stays correct (shards are written atomically and read back verified), but
+        two runs started together may then encode the same texts twice. Network file systems that do not
+        honour ``flock`` behave the same way.
+        """
+        if self.folder is None or fcntl is None:
+            yield
+            return
+        with open(self.folder / LOCK_NAME, "ab") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def _still_missing(self, kinds: Sequence[str], items: list[Item]) -> list[Item]:
+        """The items whose vector of ``kinds[0]`` is still missing after reading the shards of ``kinds``
+        written by other processes; those found there count as reused. Call it holding the lock."""
+        if self.folder is None:
+            return items
+        for k in kinds:
+            self._table(k)
+            self._refresh(k)
+        table = self._table(kinds[0])
+        left = [item for item in items if item[0] not in table]
+        self.stats["reused"] += len(items) - len(left)
+        return left
+
+    def _label(self, desc: str, total: int, remaining: int) -> str:
+        """The progress-bar label of the next chunk: which of the ``total`` texts' chunks it is, counting
+        the texts other processes have encoded meanwhile as done."""
+        n_chunks = -(-total // self.flush_every)
+        if n_chunks == 1:
+            return desc
+        return f"{desc} {(total - remaining) // self.flush_every + 1}/{n_chunks}"
+
+    def _write(self, kind: str, keys: list[bytes], arrays: list[np.ndarray]) -> None:
+        """Write one new shard of ``kind`` (nothing for a memory-only store or no vectors)."""
+        if self.folder is None or not keys:
+            return
+        shard = self.folder / f"{kind}-{uuid.uuid4().hex}.npz"
+        write_shard(shard, keys, arrays)
+        self._seen.add(shard.name)
 
     def _get(self, kind: str, texts: list[str], spans: list[tuple[int, int]] | None, desc: str,
              where: tuple[str | None, dict[str, Any]]) -> list[np.ndarray]:
@@ -219,56 +309,64 @@ class EmbeddingStore:
             self._compute(kind, items, desc, encode_kwargs)
         return [table[k] for k in keys]
 
-    def _compute(self, kind: str, items: list[tuple[bytes, str, tuple[int, int] | None]], desc: str,
-                 encode_kwargs: dict[str, Any]) -> None:
+    def _compute(self, kind: str, items: list[Item], desc: str, encode_kwargs: dict[str, Any]) -> None:
+        """Encode the missing ``items`` chunk by chunk, every kind of ``self.kinds`` the backbone can make
+        in the same pass; each chunk is encoded and written under the namespace lock, after dropping the
+        texts another process has encoded meanwhile."""
         if kind == "span":
             self._compute_spans(items, desc, encode_kwargs)
             return
         able = getattr(self.backbone, "kinds", None)
         extra = [k for k in self.kinds if k != "span" and (able is None or k in able)]
         kinds = tuple(dict.fromkeys((kind, *extra)))
-        for start in range(0, len(items), FLUSH_EVERY):
-            chunk = items[start : start + FLUSH_EVERY]
-            texts = [t for _, t, _ in chunk]
-            spans = None
-            n_chunks = -(-len(items) // FLUSH_EVERY)
-            label = desc if n_chunks == 1 else f"{desc} {start // FLUSH_EVERY + 1}/{n_chunks}"
-            out = self.backbone.encode(texts, kinds=kinds, spans=spans, batch_size=self.batch_size,
-                                       progress=self.progress, desc=label, **encode_kwargs)
-            keys = [key for key, _, _ in chunk]
-            for k, values in out.items():
-                table = self._table(k)
-                fresh = [(key, v) for key, v in zip(keys, values, strict=True) if key not in table]
-                for key, v in fresh:
-                    table[key] = v
-                if self.folder is not None and fresh:
-                    shard = self.folder / f"{k}-{uuid.uuid4().hex}.npz"
-                    write_shard(shard, [a for a, _ in fresh], [b for _, b in fresh])
-            self.stats["computed"] += len(chunk)
+        pending, total = items, len(items)
+        while pending:
+            with self._encode_lock():
+                pending = self._still_missing(kinds, pending)
+                if not pending:
+                    break
+                label = self._label(desc, total, len(pending))
+                chunk, pending = pending[: self.flush_every], pending[self.flush_every :]
+                out = self.backbone.encode([t for _, t, _ in chunk], kinds=kinds, spans=None,
+                                           batch_size=self.batch_size, progress=self.progress, desc=label,
+                                           **encode_kwargs)
+                fault_point("encode")
+                keys = [key for key, _, _ in chunk]
+                for k, values in out.items():
+                    table = self._table(k)
+                    fresh = [(key, v) for key, v in zip(keys, values, strict=True) if key not in table]
+                    table.update(fresh)
+                    self._write(k, [a for a, _ in fresh], [b for _, b in fresh])
+                self.stats["computed"] += len(chunk)
 
-    def _compute_spans(self, items: list[tuple[bytes, str, tuple[int, int] | None]], desc: str,
-                       encode_kwargs: dict[str, Any]) -> None:
-        """Encode each distinct text once for all of its spans, flushing to disk every FLUSH_EVERY texts."""
-        by_text: dict[str, list[tuple[bytes, tuple[int, int]]]] = {}
-        for key, text, span in items:
-            assert span is not None
-            by_text.setdefault(text, []).append((key, span))
-        texts = list(by_text)
-        n_chunks = -(-len(texts) // FLUSH_EVERY)
+    def _compute_spans(self, items: list[Item], desc: str, encode_kwargs: dict[str, Any]) -> None:
+        """Encode each distinct text once for all of its missing spans, ``flush_every`` texts per chunk,
+        each chunk under the namespace lock as in :meth:`_compute`."""
+        pending, total = items, len({text for _, text, _ in items})
         table = self._table("span")
-        for start in range(0, len(texts), FLUSH_EVERY):
-            chunk = texts[start : start + FLUSH_EVERY]
-            label = desc if n_chunks == 1 else f"{desc} {start // FLUSH_EVERY + 1}/{n_chunks}"
-            out = self.backbone.encode(
-                chunk, kinds=("span",), spans=[[s for _, s in by_text[t]] for t in chunk],
-                batch_size=self.batch_size, progress=self.progress, desc=label, **encode_kwargs,
-            )
-            keys, rows = [], []
-            for text, matrix in zip(chunk, out["span"], strict=True):
-                for (key, _), row in zip(by_text[text], matrix, strict=True):
-                    table[key] = row
-                    keys.append(key)
-                    rows.append(row)
-            if self.folder is not None and keys:
-                write_shard(self.folder / f"span-{uuid.uuid4().hex}.npz", keys, rows)
-            self.stats["computed"] += len(chunk)
+        while pending:
+            with self._encode_lock():
+                pending = self._still_missing(("span",), pending)
+                if not pending:
+                    break
+                by_text: dict[str, list[tuple[bytes, tuple[int, int]]]] = {}
+                for key, text, span in pending:
+                    assert span is not None
+                    by_text.setdefault(text, []).append((key, span))
+                label = self._label(desc, total, len(by_text))
+                chunk = list(by_text)[: self.flush_every]
+                taken = set(chunk)
+                pending = [item for item in pending if item[1] not in taken]
+                out = self.backbone.encode(
+                    chunk, kinds=("span",), spans=[[s for _, s in by_text[t]] for t in chunk],
+                    batch_size=self.batch_size, progress=self.progress, desc=label, **encode_kwargs,
+                )
+                fault_point("encode")
+                keys, rows = [], []
+                for text, matrix in zip(chunk, out["span"], strict=True):
+                    for (key, _), row in zip(by_text[text], matrix, strict=True):
+                        table[key] = row
+                        keys.append(key)
+                        rows.append(row)
+                self._write("span", keys, rows)
+                self.stats["computed"] += len(chunk)
