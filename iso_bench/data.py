@@ -6,7 +6,9 @@ with ``--data-dir`` or the environment variable ``ISO_BENCH_DATA_DIR`` and is us
 the task's repository. The same data directory holds the datasets that are not on the hub in their
 release layout (``<dir>/wic/WiC_dataset/``, ...): see :mod:`iso_bench.kinds.base`. The source of
 every dataset is recorded with the results: the hub repository and revision, or the mirror folder and
-a SHA-256 of its files.
+a SHA-256 of its files. A mirror copy is checked row by row before it is loaded
+(:mod:`iso_bench.mirror_check`), so a malformed file stops the run with a :class:`DataFormatError`
+naming file, line and field.
 
 Example:
     >>> source = resolve_source("mteb/stsbenchmark-sts", "b0fddb5", data_dir="/data/hub")  # doctest: +SKIP
@@ -103,6 +105,9 @@ def use_source(task: Any, data_dir: str | Path | None = None) -> dict[str, Any]:
 
     mteb's tasks read a hub repository or its mirror copy; iso-bench's own tasks read their release
     folder under the data directory. Raises :class:`DataNotFoundError` naming every place tried.
+    A mirror copy is checked before it is loaded (:func:`iso_bench.mirror_check.check_mirror`): a bad
+    row raises :class:`DataFormatError` ``file:line: ...`` and nothing is loaded. Should the datasets
+    library still fail on the mirror copy, the error names the folder and the library's reason.
     """
     if hasattr(task, "source_record"):  # an iso-bench task
         if not task.data_loaded:
@@ -119,13 +124,49 @@ def use_source(task: Any, data_dir: str | Path | None = None) -> dict[str, Any]:
             task.metadata = meta.model_copy(update={"dataset": dataset})
         task._iso_bench_source = source
     if not task.data_loaded:
+        if source.kind == "mirror":
+            from iso_bench.mirror_check import check_mirror, row_spec
+
+            check_mirror(Path(source.path), row_spec(task), source.checksum)
         try:
             task.load_data()
-        except Exception as exc:  # noqa: BLE001 - datasets raises many kinds of errors for "not there"
+        except Exception as exc:  # noqa: BLE001 - datasets raises many kinds of errors, for "not there" and "bad"
             if source.kind == "mirror":
-                raise DataNotFoundError(f"cannot read the mirror copy of {repo!r} at {source.path}: {exc}") from exc
+                raise mirror_load_error(repo, source.path, exc) from exc
             raise DataNotFoundError(not_found_message(repo, revision, data_dir, exc)) from exc
     return source.to_dict()
+
+
+def error_chain(exc: BaseException, limit: int = 4) -> str:
+    """``Type: message`` of ``exc`` and the exceptions that caused it, outermost first.
+
+    The datasets library wraps the real reason ("JSON parse error: ... in row 2") in a generic
+    "An error occurred while generating the dataset"; the chain keeps both.
+    """
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(parts) < limit:
+        seen.add(id(current))
+        message = str(current)
+        parts.append(f"{type(current).__name__}: {message}" if message else type(current).__name__)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return " <- caused by ".join(parts)
+
+
+def mirror_load_error(repo: str, folder: str, exc: BaseException) -> IsoBenchError:
+    """The error for a mirror copy the datasets library failed to load: :class:`DataNotFoundError` when
+    it found no data files there, else :class:`DataFormatError`; both name the folder and the reason."""
+    reason = error_chain(exc)
+    if isinstance(exc, FileNotFoundError):
+        return DataNotFoundError(
+            f"{folder}: the datasets library finds no data of {repo!r} in this mirror folder ({reason}); "
+            f"put the repository's data files there, or remove the folder to read {repo} from the hub"
+        )
+    return DataFormatError(
+        f"{folder}: the datasets library cannot load this mirror copy of {repo!r} ({reason}); "
+        "fix or replace the files in that folder"
+    )
 
 
 def get_task(name: str, data_dir: str | Path | None = None) -> Any:

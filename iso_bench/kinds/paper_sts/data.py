@@ -42,6 +42,7 @@ GOLD_RANGE = (0.0, 5.0)  # STS gold is 0-5, SICK relatedness 1-5
 SICK_FILES = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
 SICK_COLUMNS = ("sentence_A", "sentence_B", "relatedness_score")
 STSB_SPLITS = ("train", "dev", "test")
+STSB_COLUMNS = ("genre", "file", "year", "id", "score", "s1", "s2")
 
 
 class STSFormatError(DataFormatError):
@@ -113,6 +114,11 @@ def _score(text: str, where: str) -> float:
     return value
 
 
+def _missing(names: tuple[str, ...] | list[str], found: int) -> str:
+    """``": <field> is missing"`` when a line has fewer fields than ``names``, naming the first absent one."""
+    return f": {names[found]} is missing" if found < len(names) else ""
+
+
 def _sentence(text: str, where: str, which: str) -> str:
     if not text.strip():
         raise STSFormatError(f"{where}: {which} is empty")
@@ -152,7 +158,10 @@ def load_sts_subset(input_file: str | Path, gold_file: str | Path, name: str | N
         where = f"{input_file}:{n}"
         fields = line.split("\t")
         if len(fields) != 2:
-            raise STSFormatError(f"{where}: expected 2 tab-separated sentences, found {len(fields)} fields")
+            raise STSFormatError(
+                f"{where}: expected 2 tab-separated sentences, found {len(fields)} fields"
+                + _missing(("sentence 1", "sentence 2"), len(fields))
+            )
         s1, s2 = _sentence(fields[0], where, "sentence 1"), _sentence(fields[1], where, "sentence 2")
         if not score.strip():
             unscored += 1
@@ -202,8 +211,8 @@ def load_sts_benchmark(downstream: str | Path, split: str = "test") -> STSDatase
         fields = line.split("\t")
         if len(fields) < 7:
             raise STSFormatError(
-                f"{where}: expected at least 7 tab-separated fields (genre, file, year, id, score, s1, s2), "
-                f"found {len(fields)}"
+                f"{where}: expected at least 7 tab-separated fields ({', '.join(STSB_COLUMNS)}), "
+                f"found {len(fields)}" + _missing(STSB_COLUMNS, len(fields))
             )
         rows.append(
             (
@@ -242,7 +251,10 @@ def load_sick(downstream: str | Path, split: str = "test") -> STSDataset:
         where = f"{path}:{n}"
         fields = line.split("\t")
         if len(fields) != len(header):
-            raise STSFormatError(f"{where}: expected {len(header)} tab-separated fields, found {len(fields)}")
+            raise STSFormatError(
+                f"{where}: expected {len(header)} tab-separated fields, found {len(fields)}"
+                + _missing(header, len(fields))
+            )
         rows.append(
             (
                 n,

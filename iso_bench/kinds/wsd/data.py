@@ -27,6 +27,7 @@ from typing import NamedTuple, NoReturn
 from xml.parsers import expat
 
 from iso_bench.data import DataFormatError
+from iso_bench.files import read_lines
 
 POS_TAGS = ("NOUN", "VERB", "ADJ", "ADV")
 """The framework's part-of-speech tags of sense-tagged instances."""
@@ -98,17 +99,16 @@ class WordNetSenses:
         if path.is_dir():
             path = path / "index.sense"
         numbered: dict[tuple[str, str], list[tuple[int, str]]] = {}
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                parts = line.split()
-                if not parts:
-                    continue
-                if len(parts) != 4 or not parts[2].isdigit():
-                    raise WSDDataError(f"{path}:{lineno}: expected 'sense_key offset sense_number tag_cnt', "
-                                       f"got {line.strip()!r}")
-                key = parts[0]
-                lemma, pos = _split_key(key, f"{path}:{lineno}")
-                numbered.setdefault((lemma, pos), []).append((int(parts[2]), key))
+        for lineno, line in enumerate(read_lines(path, WSDDataError), 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 4 or not parts[2].isdigit():
+                raise WSDDataError(f"{path}:{lineno}: expected 'sense_key offset sense_number tag_cnt', "
+                                   f"got {line.strip()!r}")
+            key = parts[0]
+            lemma, pos = _split_key(key, f"{path}:{lineno}")
+            numbered.setdefault((lemma, pos), []).append((int(parts[2]), key))
         return cls({lp: tuple(key for _, key in sorted(keys)) for lp, keys in numbered.items()})
 
     def candidates(self, lemma: str, pos: str) -> tuple[str, ...]:
@@ -155,23 +155,23 @@ def read_keys(path: str | Path, wordnet: WordNetSenses | None = None) -> dict[st
     """Read a key file (gold or system output): ``instance_id key1 [key2 ...]`` per line.
 
     Blank lines are ignored; a line with an id but no key, a repeated id, or (when ``wordnet`` is given)
-    a key WordNet does not know raises :class:`WSDDataError` with the line.
+    a key WordNet does not know raises :class:`WSDDataError` with the line, as do a missing file and
+    bytes that are not UTF-8.
     """
     keys: dict[str, tuple[str, ...]] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) < 2:
-                raise WSDDataError(f"{path}:{lineno}: instance {parts[0]!r} has no sense key")
-            if parts[0] in keys:
-                raise WSDDataError(f"{path}:{lineno}: instance {parts[0]!r} is listed twice")
-            if wordnet is not None:
-                for key in parts[1:]:
-                    if key not in wordnet:
-                        raise WSDDataError(f"{path}:{lineno}: sense key {key!r} is not in WordNet's index.sense")
-            keys[parts[0]] = tuple(parts[1:])
+    for lineno, line in enumerate(read_lines(Path(path), WSDDataError), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) < 2:
+            raise WSDDataError(f"{path}:{lineno}: instance {parts[0]!r} has no sense key")
+        if parts[0] in keys:
+            raise WSDDataError(f"{path}:{lineno}: instance {parts[0]!r} is listed twice")
+        if wordnet is not None:
+            for key in parts[1:]:
+                if key not in wordnet:
+                    raise WSDDataError(f"{path}:{lineno}: sense key {key!r} is not in WordNet's index.sense")
+        keys[parts[0]] = tuple(parts[1:])
     return keys
 
 
@@ -243,7 +243,9 @@ def _read_xml(path: Path, underscores_as_spaces: bool) -> tuple[dict[str, str], 
                 if tag == "instance":
                     iid, lemma, pos = child.get("id"), child.get("lemma"), child.get("pos")
                     if not iid or not lemma or not pos:
-                        fail(tag, f"<instance> in sentence {sid!r} lacks an id, lemma or pos")
+                        absent = next(a for a, v in (("id", iid), ("lemma", lemma), ("pos", pos)) if not v)
+                        fail(tag, f"<instance> in sentence {sid!r} lacks its {absent} attribute "
+                                  "(every instance needs an id, lemma and pos)")
                     if pos not in POS_TAGS:
                         fail(tag, f"instance {iid!r} has pos {pos!r}; expected one of {', '.join(POS_TAGS)}")
                     if iid in seen:
@@ -258,6 +260,8 @@ def _read_xml(path: Path, underscores_as_spaces: bool) -> tuple[dict[str, str], 
     except ET.ParseError as exc:
         line, column = exc.position
         raise WSDDataError(f"{path}:{line}:{column}: not well-formed XML ({exc})") from None
+    except FileNotFoundError:
+        raise WSDDataError(f"{path}: file not found") from None
     return sentences, instances
 
 
