@@ -1,0 +1,428 @@
+"""Bootstrap confidence intervals for main scores, and paired variant-vs-raw differences with p-values.
+
+Every task type is measured the same way: its per-instance outputs form a table of *units* (rows) and
+its main score is a function of that table. Resampling units with replacement (percentile bootstrap)
+gives a 95% interval for the score; scoring a variant and the raw encoder on the *same* resampled units
+gives a paired interval and p-value for their difference, far narrower than two separate intervals.
+
+Statistics by name, each vectorised over a batch of resamples (an index matrix ``(B, n)``):
+
+* ``"spearman"`` -- units ``(n, 2)``: predicted similarity, gold. Ties get average ranks, as in
+  :func:`scipy.stats.spearmanr` (STS).
+* ``"wmean"`` -- the same units and ``strata`` (each unit's subset): per-subset Spearman averaged with
+  subset sizes as weights; resampling is stratified, so the sizes stay fixed.
+* ``"mean"`` -- units ``(n,)``: accuracy from 0/1 correctness, WSD F1 as mean correctness when every
+  instance is answered, a retrieval metric as the mean per-query metric.
+* ``"max_ap"`` -- units ``(n, k + 1)``: ``k`` similarity columns (higher = more similar: negate a
+  distance), a 0/1 label last; the largest :func:`sklearn.metrics.average_precision_score` over the
+  columns (pair classification).
+
+Any python callable ``score(units) -> float`` works too, called once per resample. Scores are
+fractions (0.8, not 80). NaN or infinite units are refused. A resample on which the statistic is
+undefined (a constant column for Spearman, no positive label for average precision, a non-finite value
+from a callable) is left out and counted in ``n_undefined``; more than ``max_undefined`` (1%) is an error.
+
+Example:
+    >>> rng = np.random.default_rng(0)
+    >>> gold = rng.normal(size=300)
+    >>> raw = np.column_stack([gold + rng.normal(size=300), gold])
+    >>> better = np.column_stack([gold + 0.5 * rng.normal(size=300), gold])
+    >>> ci = confidence_interval(raw, "spearman", n_resamples=500)
+    >>> cmp = paired_difference(better, raw, "spearman", n_resamples=500)
+    >>> bool(ci.low < ci.estimate < ci.high), bool(cmp.low > 0 and cmp.p_value < 0.01)
+    (True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from iso_bench.registry import IsoBenchError, did_you_mean
+
+MIN_UNITS = 3
+_BLOCK_ELEMENTS = 1 << 21  # resamples are scored in blocks of about this many drawn units (bounded memory)
+Score = str | Callable[[np.ndarray], float]  # a statistic's name, or a python score(units) -> float
+Labels = np.ndarray | list  # one subset label per unit
+
+
+class StatsError(IsoBenchError, ValueError):
+    """Bad input to a statistic: NaN, too few units, misaligned variants, too many undefined resamples."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Percentile-bootstrap interval: ``estimate`` on the full sample, ``[low, high]`` at ``level``.
+
+    ``n_undefined`` resamples, where the statistic was undefined, were left out.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    n_resamples: int
+    seed: int
+    level: float
+    method: str = "percentile"
+    n_undefined: int = 0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired bootstrap of ``difference = estimate_a - estimate_b``: percentile interval, two-sided p-value."""
+
+    difference: float
+    low: float
+    high: float
+    p_value: float
+    estimate_a: float
+    estimate_b: float
+    n_resamples: int
+    seed: int
+    level: float
+    method: str = "percentile"
+    n_undefined: int = 0
+
+
+def _whole(value: object, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise StatsError(f"{what}: need an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _strata_codes(strata: Labels, n: int) -> np.ndarray:
+    """Integer code ``0..S-1`` of each unit's stratum (labels in sorted order), one per unit."""
+    labels = np.asarray(strata)
+    if labels.shape != (n,):
+        raise StatsError(f"strata: need one subset label per unit, shape ({n},); got shape {labels.shape}")
+    if labels.dtype.kind == "f" and not np.isfinite(labels).all():
+        raise StatsError("strata: contains NaN or infinity; give every unit a subset label")
+    return np.unique(labels, return_inverse=True)[1].reshape(n)
+
+
+def bootstrap_indices(n: int, n_resamples: int, seed: int, strata: Labels | None = None) -> np.ndarray:
+    """``(n_resamples, n)`` unit indices drawn with replacement from ``np.random.default_rng(seed)``.
+
+    With ``strata`` (one label per unit), column ``j`` draws only units of unit ``j``'s stratum, so every
+    resample keeps the subset sizes; strata are drawn in sorted label order, so the draw is reproducible.
+
+    >>> idx = bootstrap_indices(5, 2, seed=0, strata=["a", "a", "b", "b", "b"])
+    >>> idx.shape, bool((idx[:, :2] < 2).all() and (idx[:, 2:] >= 2).all())
+    ((2, 5), True)
+    """
+    n, n_resamples = _whole(n, "n", 1), _whole(n_resamples, "n_resamples", 1)
+    rng = np.random.default_rng(seed)
+    dtype = np.int32 if n < 2**31 else np.int64  # half the memory traffic of int64
+    if strata is None:
+        return rng.integers(0, n, size=(n_resamples, n), dtype=dtype)
+    codes = _strata_codes(strata, n)
+    idx = np.empty((n_resamples, n), dtype=dtype)
+    for s in range(int(codes.max()) + 1):
+        members = np.flatnonzero(codes == s).astype(dtype)
+        idx[:, members] = members[rng.integers(0, members.size, size=(n_resamples, members.size), dtype=dtype)]
+    return idx
+
+
+def _in_blocks(score: Callable[[np.ndarray], np.ndarray], idx: np.ndarray) -> np.ndarray:
+    """``score`` applied to blocks of resamples (rows of ``idx``), concatenated."""
+    step = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1]))
+    return np.concatenate([score(idx[i:i + step]) for i in range(0, idx.shape[0], step)]).astype(np.float64)
+
+
+def _group_counts(codes: np.ndarray, k: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """``(B, k)`` per-row histogram of the group codes ``(B, m)`` (sums of ``weights`` when given)."""
+    flat = (codes + k * np.arange(codes.shape[0])[:, None]).ravel()
+    counts = np.bincount(flat, weights=None if weights is None else weights.ravel(), minlength=codes.shape[0] * k)
+    return counts.reshape(codes.shape[0], k)
+
+
+def _centred_ranks(codes: np.ndarray, k: int, idx: np.ndarray) -> np.ndarray:
+    """2 x (average rank - (n + 1) / 2) within each row of the drawn units ``idx`` ``(B, n)``, never sorting.
+
+    ``codes`` are the units' dense ranks ``0..k-1`` in the full sample, whose order fixes every
+    resample's order: a drawn unit's average rank is the number of drawn units below it plus (the
+    number equal to it + 1) / 2, ties getting average ranks as in :func:`scipy.stats.rankdata`.
+
+    >>> _centred_ranks(np.array([2, 0, 1]), 3, np.array([[0, 1, 1, 2]]))   # ranks 4, 1.5, 1.5, 3
+    array([[ 3., -2., -2.,  1.]])
+    """
+    b, n = idx.shape
+    flat = codes[idx]
+    flat += k * np.arange(b)[:, None]  # one histogram cell per (resample, value)
+    counts = np.bincount(flat.ravel(), minlength=b * k)
+    at_or_below = np.cumsum(counts.reshape(b, k), axis=1).ravel()
+    return (2.0 * at_or_below - counts - n)[flat]
+
+
+def spearman(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Spearman correlation of columns 0 and 1 of ``units[idx[b]]`` for each resample ``b``; NaN if constant.
+
+    >>> units = np.array([[0.1, 1.0], [0.4, 2.0], [0.3, 3.0], [0.9, 4.0]])
+    >>> spearman(units, np.array([[0, 1, 2, 3], [0, 0, 0, 0]]))
+    array([0.8, nan])
+    """
+    (ux, cx), (uy, cy) = (np.unique(units[:, j], return_inverse=True) for j in (0, 1))
+
+    def block(rows: np.ndarray) -> np.ndarray:
+        rx, ry = _centred_ranks(cx.reshape(-1), ux.size, rows), _centred_ranks(cy.reshape(-1), uy.size, rows)
+        vx, vy = np.einsum("ij,ij->i", rx, rx), np.einsum("ij,ij->i", ry, ry)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = np.einsum("ij,ij->i", rx, ry) / np.sqrt(vx * vy)
+        rho[(vx == 0) | (vy == 0)] = np.nan
+        return np.clip(rho, -1.0, 1.0)
+
+    return _in_blocks(block, idx)
+
+
+def wmean_spearman(units: np.ndarray, idx: np.ndarray, strata: Labels) -> np.ndarray:
+    """Size-weighted mean of the per-stratum Spearman correlations of each (stratified) resample.
+
+    >>> units = np.array([[1, 1], [2, 2], [3, 3], [1, 3], [2, 2], [3, 1.0], [1, 2], [2, 1], [3, 3]])
+    >>> wmean_spearman(units, np.arange(9)[None], [0, 0, 0, 1, 1, 1, 2, 2, 2])   # (3 - 3 + 1.5) / 9
+    array([0.16666667])
+    """
+    codes = _strata_codes(strata, units.shape[0])
+    if not (codes[idx] == codes[None, :]).all():
+        raise StatsError("wmean: the resamples are not stratified; draw them with bootstrap_indices(..., strata=)")
+    local = np.empty(codes.size, dtype=np.int64)
+    total = np.zeros(idx.shape[0])
+    for s in range(int(codes.max()) + 1):
+        members = np.flatnonzero(codes == s)
+        local[members] = np.arange(members.size)
+        total += members.size * spearman(units[members], local[idx[:, members]])
+    return total / codes.size
+
+
+def max_ap(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Largest average precision over the score columns ``units[:, :-1]`` (label last) of each resample.
+
+    Average precision is the sum over distinct score thresholds t, high to low, of (recall gained at t)
+    x (precision at t), as sklearn computes it; NaN for a resample without a positive label.
+
+    >>> units = np.array([[0.9, 0.1, 1], [0.8, 0.2, 0], [0.7, 0.3, 1], [0.1, 0.9, 0]])
+    >>> max_ap(units, np.arange(4)[None]).round(4)   # column 0: (1/1 + 2/3) / 2
+    array([0.8333])
+    """
+    columns = [np.unique(-units[:, j], return_inverse=True) for j in range(units.shape[1] - 1)]  # 0: highest
+
+    def block(rows: np.ndarray) -> np.ndarray:
+        labels = units[rows, -1]
+        best = np.full(rows.shape[0], -np.inf)
+        for uniq, codes in columns:
+            drawn = codes.reshape(-1)[rows]
+            gained = _group_counts(drawn, uniq.size, weights=labels)  # positives at each threshold
+            above = np.maximum(np.cumsum(_group_counts(drawn, uniq.size), axis=1), 1)  # is 0 only where gained is
+            best = np.maximum(best, np.einsum("ij,ij->i", gained, np.cumsum(gained, axis=1) / above))
+        positives = labels.sum(axis=1)
+        return np.where(positives > 0, best / np.maximum(positives, 1), np.nan)
+
+    return _in_blocks(block, idx)
+
+
+def mean(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Mean of the per-unit values ``units[idx[b]]`` for each resample ``b``.
+
+    >>> mean(np.array([0.0, 1.0, 1.0]), np.array([[0, 1, 2], [0, 0, 1]])).round(4)
+    array([0.6667, 0.3333])
+    """
+    return _in_blocks(lambda rows: units[rows].mean(axis=1), idx)
+
+
+@dataclass(frozen=True)
+class _Stat:
+    """How a statistic reads its units: the batch scorer, the shape, the column aligned variants share."""
+
+    name: str
+    batch: Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]
+    shape: str = ""  # "(n, 2)", "(n,)", "(n, k + 1)" or "" (any)
+    gold_column: int | None = None
+    undefined_when: str = "it returned a non-finite value"
+
+
+_STATS = {
+    "spearman": _Stat("spearman", lambda u, i, s: spearman(u, i), "(n, 2)", 1, "a constant column"),
+    "wmean": _Stat("wmean", wmean_spearman, "(n, 2)", 1, "a constant column within a subset"),
+    "mean": _Stat("mean", lambda u, i, s: mean(u, i), "(n,)"),
+    "max_ap": _Stat("max_ap", lambda u, i, s: max_ap(u, i), "(n, k + 1)", -1, "no positive label"),
+}
+STATISTICS = tuple(_STATS)
+
+
+def _resolve(statistic: Score) -> _Stat:
+    if isinstance(statistic, str) and statistic in _STATS:
+        return _STATS[statistic]
+    if callable(statistic):
+        def loop(units: np.ndarray, idx: np.ndarray, strata: np.ndarray | None) -> np.ndarray:
+            out = np.array([float(statistic(units[row])) for row in idx], dtype=np.float64)
+            return np.where(np.isfinite(out), out, np.nan)
+
+        return _Stat(getattr(statistic, "__name__", "callable"), loop)
+    hint = did_you_mean(statistic, _STATS) if isinstance(statistic, str) else ""
+    raise StatsError(f"unknown statistic {statistic!r}.{hint} Known: {', '.join(STATISTICS)}, "
+                     "or pass a callable score(units) -> float.")
+
+
+def _prepare(units: np.ndarray, stat: _Stat, what: str) -> np.ndarray:
+    """``units`` as a finite float64 array of at least :data:`MIN_UNITS` rows, shaped as ``stat`` reads it."""
+    try:
+        u = np.asarray(units, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise StatsError(f"{what}: need a numeric table of units ({e})") from None
+    if stat.shape == "(n,)" and u.ndim == 2 and u.shape[1] == 1:
+        u = u[:, 0]
+    ok = {"(n, 2)": u.ndim == 2 and u.shape[1] == 2, "(n,)": u.ndim == 1,
+          "(n, k + 1)": u.ndim == 2 and u.shape[1] >= 2}.get(stat.shape, u.ndim >= 1)
+    if not ok:
+        raise StatsError(f"{what}: {stat.name} needs units shaped {stat.shape} (see iso_bench.stats); got {u.shape}")
+    if u.shape[0] < MIN_UNITS:
+        raise StatsError(f"{what}: a bootstrap needs at least {MIN_UNITS} units, got {u.shape[0]}")
+    bad = np.flatnonzero(~np.isfinite(u.reshape(u.shape[0], -1)).all(axis=1))
+    if bad.size:
+        raise StatsError(f"{what}: {bad.size} unit(s) hold NaN or infinity (first: row {bad[0]}); "
+                         "drop or fix them, in every variant alike, before scoring")
+    if stat.shape == "(n, k + 1)" and not np.isin(u[:, -1], (0.0, 1.0)).all():
+        raise StatsError(f"{what}: the last column of {stat.name} units must be a 0/1 label")
+    return u
+
+
+def _strata_for(stat: _Stat, strata: Labels | None, n: int) -> np.ndarray | None:
+    if strata is None:
+        if stat.name == "wmean":
+            raise StatsError("wmean: pass strata=, the subset label of every unit")
+        return None
+    codes = _strata_codes(strata, n)
+    if stat.name == "wmean" and np.bincount(codes).min() < MIN_UNITS:
+        raise StatsError(f"strata: each subset needs at least {MIN_UNITS} units for wmean; "
+                         f"the smallest has {np.bincount(codes).min()}")
+    return codes
+
+
+def _full(u: np.ndarray, stat: _Stat, codes: np.ndarray | None, what: str) -> float:
+    value = float(stat.batch(u, np.arange(u.shape[0])[None, :], codes)[0])
+    if not np.isfinite(value):
+        raise StatsError(f"{what}: {stat.name} is undefined on the full sample ({stat.undefined_when}); "
+                         "there is no score to put an interval around")
+    return value
+
+
+def _check_aligned(a: np.ndarray, b: np.ndarray, stat: _Stat) -> None:
+    fix = "pass both variants' units for the same instances in the same order"
+    if a.shape != b.shape:
+        raise StatsError(f"units_a and units_b are not aligned: shapes {a.shape} and {b.shape}; {fix}")
+    if stat.gold_column is not None:
+        differ = np.flatnonzero(a[:, stat.gold_column] != b[:, stat.gold_column])
+        if differ.size:
+            raise StatsError(f"units_a and units_b are not aligned: the gold column differs at {differ.size} of "
+                             f"{a.shape[0]} units (first: row {differ[0]}); {fix}")
+
+
+def _bootstrap(tables: dict[str, np.ndarray], statistic: Score, n_resamples: int, seed: int, level: float,
+               strata: Labels | None, max_undefined: float) -> tuple[list[float], np.ndarray, int]:
+    """Full-sample estimates, and the finite resampled values ``(B', tables)`` on shared resample indices.
+
+    A resample on which any table's statistic is undefined is left out; its count comes back last.
+    """
+    _whole(seed, "seed", 0)
+    if not 0.0 < level < 1.0:
+        raise StatsError(f"level: need a confidence level strictly between 0 and 1 (e.g. 0.95), got {level!r}")
+    if not 0.0 <= max_undefined < 1.0:
+        raise StatsError(f"max_undefined: need a fraction in [0, 1), got {max_undefined!r}")
+    stat = _resolve(statistic)
+    units = {what: _prepare(u, stat, what) for what, u in tables.items()}
+    if len(units) == 2:
+        _check_aligned(*units.values(), stat)
+    n = next(iter(units.values())).shape[0]
+    codes = _strata_for(stat, strata, n)
+    estimates = [_full(u, stat, codes, what) for what, u in units.items()]
+    idx = bootstrap_indices(n, n_resamples, seed, codes)
+    values = np.column_stack([stat.batch(u, idx, codes) for u in units.values()])
+    ok = np.isfinite(values).all(axis=1)
+    missing = int(n_resamples - ok.sum())
+    if missing > max_undefined * n_resamples or not ok.any():
+        raise StatsError(f"{' or '.join(units)}: {stat.name} is undefined ({stat.undefined_when}) on {missing} of "
+                         f"{n_resamples} resamples, more than the {max_undefined:.0%} allowed; give more units (or "
+                         "fewer ties) or raise max_undefined")
+    return estimates, values[ok], missing
+
+
+def _percentile(values: np.ndarray, level: float) -> tuple[float, float]:
+    low, high = np.quantile(values, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+    return float(low), float(high)
+
+
+def confidence_interval(units: np.ndarray, statistic: Score, n_resamples: int = 1000, seed: int = 0,
+                        level: float = 0.95, strata: Labels | None = None, max_undefined: float = 0.01) -> Interval:
+    """Percentile-bootstrap interval of a main score: ``estimate`` on the full sample and ``[low, high]``.
+
+    ``strata`` (one label per unit) makes the resampling stratified; ``"wmean"`` requires it.
+
+    >>> ci = confidence_interval(np.arange(100.0) % 2, "mean", n_resamples=200, seed=1)
+    >>> ci.estimate, bool(0.35 < ci.low < 0.5 < ci.high < 0.65)
+    (0.5, True)
+    """
+    (value,), values, missing = _bootstrap({"units": units}, statistic, n_resamples, seed, level, strata,
+                                           max_undefined)
+    return Interval(value, *_percentile(values[:, 0], level), int(n_resamples), int(seed), float(level),
+                    n_undefined=missing)
+
+
+def paired_difference(units_a: np.ndarray, units_b: np.ndarray, statistic: Score, n_resamples: int = 1000,
+                      seed: int = 0, level: float = 0.95, strata: Labels | None = None,
+                      max_undefined: float = 0.01) -> Comparison:
+    """Paired bootstrap of ``score(units_a) - score(units_b)`` (a variant minus the raw encoder).
+
+    Both variants are scored on the same resampled unit indices, so their units must be aligned: the
+    same instances in the same order (same shape, same gold column); anything else is refused. A
+    resample undefined for either variant is left out for both.
+
+    The two-sided p-value of "no difference" is ``min(1, 2 * (1 + t) / (m + 1))`` with ``t`` the smaller
+    of ``#{d* <= 0}`` and ``#{d* >= 0}`` over the ``m`` defined resampled differences ``d*``: twice the
+    smaller bootstrap tail beyond zero, about the smallest ``1 - level`` at which the percentile interval
+    would exclude 0. The +1 keeps it above 0 (the least is ``2 / (m + 1)``); zeros count in both tails,
+    so two identical variants get 1.
+
+    >>> a = np.array([1.0, 1, 0, 1, 1, 0, 1, 1])
+    >>> cmp = paired_difference(a, a, "mean", n_resamples=100)
+    >>> cmp.difference, cmp.low, cmp.high, cmp.p_value
+    (0.0, 0.0, 0.0, 1.0)
+    """
+    (est_a, est_b), values, missing = _bootstrap({"units_a": units_a, "units_b": units_b}, statistic, n_resamples,
+                                                 seed, level, strata, max_undefined)
+    d = values[:, 0] - values[:, 1]
+    tail = int(min(np.count_nonzero(d <= 0), np.count_nonzero(d >= 0)))
+    p_value = min(1.0, 2.0 * (1 + tail) / (d.size + 1))
+    return Comparison(est_a - est_b, *_percentile(d, level), p_value, est_a, est_b, int(n_resamples), int(seed),
+                      float(level), n_undefined=missing)
+
+
+def benjamini_hochberg(p_values: np.ndarray | list) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (q-values), as ``scipy.stats.false_discovery_control(p)``.
+
+    ``q_(i) = min over j >= i of p_(j) * m / j`` over the ascending p-values, capped at 1, in input order.
+
+    >>> benjamini_hochberg([0.01, 0.04, 0.03, 0.5])
+    array([0.04      , 0.05333333, 0.05333333, 0.5       ])
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    if p.ndim != 1:
+        raise StatsError(f"p_values: need a 1-D list of p-values, got shape {p.shape}")
+    if not (np.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()):
+        raise StatsError("p_values: every p-value must be a number in [0, 1] (no NaN); fix the failed comparisons")
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * p.size / np.arange(1, p.size + 1)
+    q = np.empty_like(p)
+    q[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    return q
+
+
+def significant(p_values: np.ndarray | list, alpha: float = 0.05) -> np.ndarray:
+    """Which comparisons stay significant at false discovery rate ``alpha`` (BH q-value <= ``alpha``).
+
+    >>> significant([0.01, 0.04, 0.03, 0.5]).tolist()
+    [True, False, False, False]
+    """
+    if not 0.0 < alpha < 1.0:
+        raise StatsError(f"alpha: need a false discovery rate strictly between 0 and 1, got {alpha!r}")
+    return benjamini_hochberg(p_values) <= alpha
