@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from iso_bench.linalg import fix_signs
-from iso_bench.methods.base import Method, MethodError, register
+from iso_bench.methods.base import Method, register
 
 
 def _top_directions(Xc: np.ndarray, k: int) -> np.ndarray:
@@ -35,7 +35,9 @@ class Abtt(Method):
 
     Parameters:
         n_components: number of directions D removed; ``None`` (default) resolves at fit time to
-            ``max(1, round(d / 100))`` (the paper's d/100: 8 for 768-d BERT).
+            ``max(1, round(d / 100))`` (the paper's d/100: 8 for 768-d BERT). Between 1 and d - 1.
+
+    Fitting D directions needs D + 1 vectors (:meth:`min_vectors`).
 
     Learned state: ``mean_`` (d,), ``components_`` (D, d) orthonormal rows, ``n_components_`` (D),
     ``dim_``.
@@ -54,17 +56,40 @@ class Abtt(Method):
     def __init__(self, *, n_components: int | None = None) -> None:
         self.n_components = n_components
 
+    def _resolved(self, dim: int) -> int:
+        """The number of directions removed from ``dim``-d vectors (``None`` -> round(d / 100), at least 1)."""
+        return max(1, round(dim / 100)) if self.n_components is None else int(self.n_components)
+
+    def check(self, dim: int | None = None) -> None:
+        """n_components must be at least 1 and, on ``dim``-d vectors, at most dim - 1: removing all
+        ``dim`` directions of centred vectors would leave nothing (so 1-d vectors are refused)."""
+        super().check(dim)
+        if self.n_components is not None and self.n_components < 1:
+            self._refuse(f"n_components must be at least 1 (directions removed), got {self.n_components}")
+        if dim is None:
+            return
+        if dim < 2:
+            self._refuse(f"needs vectors of at least 2 dimensions (removing a direction from {dim}-d vectors "
+                         "leaves nothing)")
+        k = self._resolved(dim)
+        if k >= dim:
+            self._refuse(f"n_components must be between 1 and {dim - 1} for {dim}-d vectors, got {k} "
+                         f"(removing all {dim} directions leaves nothing)")
+
+    def min_vectors(self, dim: int) -> int:
+        """D + 1 for D directions: n centred vectors sum to zero, so they span at most n - 1 directions,
+        and the top D principal directions exist only from D + 1 vectors on."""
+        return self._resolved(dim) + 1
+
+    def _shortfall(self, n: int, dim: int) -> tuple[str, str]:
+        k = self._resolved(dim)
+        why = f"{n} centred vectors span at most {max(n - 1, 0)} directions, and {k} are removed"
+        return why, f" or fewer directions, e.g. abtt-{n - 1}" if n >= 2 else ""
+
     def fit(self, X: np.ndarray) -> Abtt:
-        X = self._check_input(X, fitting=True, min_rows=2)
-        n, d = X.shape
-        k = max(1, round(d / 100)) if self.n_components is None else int(self.n_components)
-        if k < 1 or k >= d or k > n - 1:
-            raise MethodError(
-                f"method {self.spec!r}: cannot remove {k} directions from {n} centred {d}-d vectors "
-                f"(need 1 <= n_components < dim and n_components <= n_vectors - 1 = {n - 1}); "
-                "use a smaller n_components or a larger fit corpus"
-            )
-        self.dim_ = d
+        X = self._check_fit_input(X)
+        k = self._resolved(X.shape[1])
+        self.dim_ = X.shape[1]
         self.mean_ = X.mean(axis=0)
         self.components_ = _top_directions(X - self.mean_, k)
         self.n_components_ = k

@@ -5,6 +5,13 @@ in ``_``; ``transform`` refuses an unfitted method. A method is named by a *spec
 then optional ``-``-separated arguments, positional (in the order of ``spec_args``) or ``key=value``:
 ``whiten-256`` is ``Whiten(n_components=256)``, ``cluster-pca-27-12`` is ``ClusterPCA(n_clusters=27,
 n_directions=12)``, ``clip-dims=308,381`` gives explicit dimensions.
+
+Parameters are checked in two stages, so that a bad spec is refused before any vector is computed:
+:meth:`Method.check` with ``dim=None`` refuses what is wrong for every model (``cluster-pca-0``, a negative
+count, an unknown algorithm; :func:`make_method` runs it when a spec is parsed), and ``check(dim)`` what
+is wrong for ``dim``-d vectors (``abtt-999999`` on a 384-d model; a caller that knows the model's
+dimension can run it before encoding). ``fit`` runs ``check`` on the dimension of its input, then refuses
+fewer vectors than :meth:`Method.min_vectors`: the fewest from which the method's estimate exists.
 """
 
 from __future__ import annotations
@@ -73,6 +80,50 @@ class Method:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
+    # ---- checks -----------------------------------------------------------------------------------
+    def check(self, dim: int | None = None) -> None:
+        """Raise a :class:`MethodError` when the parameters cannot work on ``dim``-d input vectors.
+
+        With ``dim=None`` only what does not depend on the dimension is checked (a count below its
+        minimum, an unknown choice), so a spec that no model could use is refused when it is parsed.
+        The message names the spec and says what is allowed. A subclass extends it and calls
+        ``super().check(dim)`` first; the base refuses a dimension below 1.
+        """
+        if dim is not None and dim < 1:
+            self._refuse(f"input vectors need at least 1 dimension, got {dim}")
+
+    def min_vectors(self, dim: int) -> int:
+        """The fewest fit vectors of dimension ``dim`` from which the method's estimate exists.
+
+        The base answer is 1: a method that learns from its fit vectors needs one (and records their
+        dimension). A subclass whose estimate needs more (a direction of centred data, a covariance,
+        a density) overrides it and says why in its docstring; ``fit`` refuses fewer vectors.
+        """
+        return 1
+
+    def _shortfall(self, n: int, dim: int) -> tuple[str, str]:
+        """For the too-few-vectors message: why ``min_vectors`` vectors are needed, and the other fix than
+        a larger fit corpus (text that follows "use a larger fit corpus", or "" when there is none)."""
+        return f"the fewest from which {self.name} learns what it estimates", ""
+
+    def _refuse(self, problem: str) -> typing.NoReturn:
+        raise MethodError(f"method {self.spec!r}: {problem}")
+
+    def _check_fit_input(self, X: np.ndarray) -> np.ndarray:
+        """What every ``fit`` does first: validate ``X`` (:meth:`_check_input`), check the parameters
+        against its dimension (:meth:`check`) and refuse fewer vectors than :meth:`min_vectors`."""
+        X = self._check_input(X, fitting=True)
+        n, dim = X.shape
+        self.check(dim)
+        need = self.min_vectors(dim)
+        if n < need:
+            why, fewer = self._shortfall(n, dim)
+            self._refuse(
+                f"{n} fit vectors are too few: it needs at least {need} {dim}-d vectors ({why}); "
+                f"use a larger fit corpus (--fit-corpus){fewer}"
+            )
+        return X
+
     # ---- fitting ----------------------------------------------------------------------------------
     def fit(self, X: np.ndarray) -> Method:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -96,8 +147,9 @@ class Method:
                 f"method {self.spec!r} is not fitted: call fit(X) on a fit corpus before transform(X)"
             )
 
-    def _check_input(self, X: np.ndarray, *, fitting: bool, min_rows: int = 1) -> np.ndarray:
-        """Validate and convert ``X`` to a 2-D float64 array, with errors that name the method."""
+    def _check_input(self, X: np.ndarray, *, fitting: bool) -> np.ndarray:
+        """Validate and convert ``X`` to a 2-D float64 array, with errors that name the method; input to
+        a fitted method must have the dimension it was fitted on."""
         X = np.asarray(X)
         if X.ndim != 2:
             raise MethodError(f"method {self.spec!r}: expected a 2-D array (n_vectors, dim), got shape {X.shape}")
@@ -109,11 +161,6 @@ class Method:
             raise MethodError(
                 f"method {self.spec!r}: {bad} of {len(X)} input vectors contain NaN or infinity; "
                 "check the encoder output (fp16 overflow, empty texts) before fitting"
-            )
-        if fitting and len(X) < min_rows:
-            raise MethodError(
-                f"method {self.spec!r}: needs at least {min_rows} vectors to fit, got {len(X)}; "
-                "use a larger fit corpus or a smaller parameter"
             )
         if not fitting and getattr(self, "dim_", None) is not None and X.shape[1] != self.dim_:
             raise MethodError(
@@ -249,7 +296,16 @@ def make_method(spec: str) -> tuple[Method, str]:
     >>> method, level = make_method("whiten-256")
     >>> method.n_components, level
     (256, 'sentence')
+
+    Parameters that no model could use are refused here (:meth:`Method.check` with ``dim=None``):
+
+    >>> make_method("cluster-pca-0")
+    Traceback (most recent call last):
+    ...
+    iso_bench.methods.base.MethodError: method 'cluster-pca-0': n_clusters must be at least 1, got 0
     """
     cls, params = parse_spec(spec)
     level = params.pop("level", cls.default_level)
-    return cls(**params), level
+    method = cls(**params)
+    method.check(None)
+    return method, level

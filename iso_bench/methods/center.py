@@ -11,6 +11,8 @@ from iso_bench.methods.base import Method, register
 class Center(Method):
     """x -> x - mu, with mu the mean of the fit vectors.
 
+    Needs one fit vector (:meth:`min_vectors`): the mean of one vector is that vector.
+
     Learned state: ``mean_`` (dim,), ``dim_``.
 
     Example:
@@ -25,8 +27,15 @@ class Center(Method):
     def __init__(self) -> None:
         pass
 
+    def min_vectors(self, dim: int) -> int:
+        """1: a mean exists for a single vector."""
+        return 1
+
+    def _shortfall(self, n: int, dim: int) -> tuple[str, str]:
+        return "a mean needs one vector", ""
+
     def fit(self, X: np.ndarray) -> Center:
-        X = self._check_input(X, fitting=True, min_rows=1)
+        X = self._check_fit_input(X)
         self.dim_ = X.shape[1]
         self.mean_ = X.mean(axis=0)
         return self

@@ -1,19 +1,29 @@
-"""``flow``: BERT-flow (Li et al., EMNLP 2020), a Glow-style normalizing flow to a standard Gaussian.
+"""``flow``: BERT-flow (Li et al., EMNLP 2020), a normalizing flow that maps the vectors to a standard Gaussian.
 
-The encoder stays frozen; an invertible map f is trained by maximum likelihood so that z = f(x) of
-the fit vectors follows N(0, I), and ``transform`` returns z. Architecture (Glow, Kingma & Dhariwal
-2018, on flat vectors): inputs are standardised per dimension, then ``n_blocks`` blocks of
+The encoder stays frozen; an invertible map f is trained by maximum likelihood so that z = f(x) of the fit
+vectors follows N(0, I), and ``transform`` returns z (BERT-flow's sentence embedding). The inputs are
+standardised per dimension first. Two architectures:
 
-* ActNorm: per-dimension affine map, initialised from data so its output has mean 0 and variance 1;
-* invertible linear layer W = P L (U + diag(sign * exp(log_s))) (LU form, log|det W| = sum log_s),
-  initialised from a random rotation;
-* affine coupling: the first half of the coordinates feeds an MLP that outputs a log-scale (bounded
-  by tanh to [-1, 1] per block, for stability) and a shift for the second half; its last layer
-  starts at zero, so each coupling starts as the identity.
+* ``arch="glow"`` (the default, ``flow``): BERT-flow's own, the Glow of its default configuration
+  ``config_l3_d3_w32``: 3 levels of 3 steps (actnorm, channel reversal, additive coupling with networks
+  of width 32), the levels handing half their coordinates to the latent; see :mod:`iso_bench.methods.glow`.
+  ``flow-permutation=invconv`` uses Glow's learned invertible 1 x 1 convolutions instead of the reversal.
+* ``arch="affine"`` (``flow-arch=affine``): a single-level flow of ``n_blocks`` = 4 blocks of
+  actnorm, an invertible linear layer W = P L (U + diag(sign * exp(log_s))) initialised from a random
+  rotation, and an affine coupling whose MLP (one hidden layer of ``hidden`` = 128 units) outputs a
+  log-scale (bounded by tanh to [-1, 1], for stability) and a shift for the second half of the
+  coordinates, its last layer starting at zero.
 
-torch is imported inside :meth:`Flow.fit` only. The trained parameters are stored as float64 numpy
-arrays (``blocks_``), and ``transform``/``inverse``/``log_likelihood`` run in numpy through the
-same forward code that training ran in torch (:func:`_forward` is written once for both).
+Training, the same for both architectures, so that they differ by architecture alone: one epoch over the
+fit corpus in batches of 64 vectors (BERT-flow: one epoch of 32 sentence pairs a step), Adam at a peak
+learning rate of 1e-3 (BERT-flow's flow learning rate) with a linear warm-up over the first 10% of the
+steps and a linear decay to 0, gradients clipped to norm 10 on the loss in nats per dimension, actnorms
+initialised on up to 4,096 random fit vectors. BERT-flow's own optimiser differs in these details: a
+constant learning rate, AdamW with weight decay 0.01, gradients clipped to norm 1 on a loss in bits per
+dimension, actnorms initialised on its first batch of 32 sentences. torch is imported inside
+:meth:`Flow.fit` only. The trained parameters are stored as float64 numpy arrays (``blocks_``), and
+``transform``/``inverse``/``log_likelihood`` run in numpy through the same forward code that training
+ran in torch.
 """
 
 from __future__ import annotations
@@ -22,50 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.methods.base import Method, MethodError, register
+from iso_bench.methods import glow
+from iso_bench.methods.base import Method, register
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
-
-
-def _coupling_params(b: dict[str, Any], xa: Any, xp: Any) -> tuple[Any, Any]:
-    h = xa @ b["W1"] + b["b1"]
-    h = h * (h > 0)  # ReLU, in both numpy and torch
-    out = h @ b["W2"] + b["b2"]
-    nb = out.shape[1] // 2
-    return xp.tanh(out[:, :nb]), out[:, nb:]
-
-
-class _Factored:
-    """``x @ _Factored(src, L, U)`` == ``x @ P @ L @ U`` for the permutation matrix P with P[src[j], j] = 1."""
-
-    def __init__(self, src: Any, L: Any, U: Any) -> None:
-        self.src, self.L, self.U = src, L, U
-
-    def __rmatmul__(self, x: Any) -> Any:
-        return x[:, self.src] @ self.L @ self.U
-
-
-def _forward(blocks: list[dict[str, Any]], x: Any, xp: Any) -> tuple[Any, Any]:
-    """Map ``x`` (standardised) to ``z``; also return log|det dz/dx| per row. ``xp`` is numpy or torch."""
-    logdet = 0.0
-    for b in blocks:
-        x = (x + b["bias"]) * xp.exp(b["log_scale"])
-        x = x @ b["W"]
-        da = b["W1"].shape[0]
-        log_s, t = _coupling_params(b, x[:, :da], xp)
-        x = xp.concatenate([x[:, :da], x[:, da:] * xp.exp(log_s) + t], axis=1)
-        logdet = logdet + b["log_scale"].sum() + b["logdet_W"] + log_s.sum(axis=1)
-    return x, logdet
-
-
-def _inverse(blocks: list[dict[str, np.ndarray]], z: np.ndarray) -> np.ndarray:
-    for b in reversed(blocks):
-        da = b["W1"].shape[0]
-        log_s, t = _coupling_params(b, z[:, :da], np)
-        z = np.concatenate([z[:, :da], (z[:, da:] - t) * np.exp(-log_s)], axis=1)
-        z = z @ b["W_inv"]
-        z = z * np.exp(-b["log_scale"]) - b["bias"]
-    return z
+ARCHS = ("glow", "affine")
+_ARCH_PARAMS = {"glow": ("levels", "depth", "width", "permutation"), "affine": ("n_blocks", "hidden")}
+"""The parameters that shape each architecture; the other architecture's must keep their defaults."""
 
 
 def _log_normal(z: Any) -> Any:
@@ -74,35 +47,42 @@ def _log_normal(z: Any) -> Any:
 
 @register
 class Flow(Method):
-    """A Glow-style normalizing flow trained to map the fit vectors to N(0, I); transform = latent z.
+    """A normalizing flow (BERT-flow's Glow, or arch=affine) trained to map the fit vectors to N(0, I).
+
+    ``transform`` returns the latent z.
 
     Parameters:
-        n_blocks: number of (ActNorm, linear, coupling) blocks.
-        hidden: width of each coupling MLP's hidden layer.
+        arch: ``"glow"`` (BERT-flow's architecture) or ``"affine"`` (one level of affine couplings).
+        levels, depth, width: the Glow's levels, steps per level and coupling network width (BERT-flow:
+            3, 3, 32). ``arch="glow"`` only.
+        permutation: how a Glow step mixes the coordinates: ``"reverse"`` (BERT-flow) or ``"invconv"``
+            (a learned invertible 1 x 1 convolution). ``arch="glow"`` only.
+        n_blocks, hidden: the affine flow's blocks and its couplings' hidden width. ``arch="affine"`` only.
         steps: Adam steps. ``None`` (the default) trains one epoch over the fit corpus,
             ceil(n / batch_size) steps, as BERT-flow does (``num_train_epochs=1.0`` at 32 sentence
             pairs, i.e. 64 sentences, a step), at most ``max_steps``. ``steps=0`` keeps the
             data-dependent initialisation.
         max_steps: the bound on the steps of an epoch-long fit, so that a large fit corpus costs a
-            known amount (1,000 steps of 384-d vectors take about 10 s on 2 CPU cores).
+            known amount (1,000 steps on 384-d vectors take about 15 s for glow, 30 s for affine, on one
+            CPU thread).
         batch_size: vectors per step (the whole corpus if smaller); batches are reshuffled each epoch.
         lr: peak Adam learning rate (1e-3 as in Glow and BERT-flow), reached after a linear warm-up
             over the first 10% of the steps, then decayed linearly to 0.
         seed: seeds the initialisation and the batch order; fitting is deterministic on CPU.
 
-    Needs more vectors than dimensions (fewer lie in a subspace, where the likelihood is unbounded)
-    and dim >= 2 (the coupling splits the coordinates). Dimensions that are constant in the fit corpus
-    (all-MiniLM-L6-v2 has such dead coordinates) hold no information: the flow models the others and
-    maps the constant ones to 0 (``constant_dims_``).
+    Needs more vectors than dimensions (:meth:`min_vectors`) and enough dimensions for the architecture
+    (:meth:`check`). Dimensions that are constant in the fit corpus (all-MiniLM-L6-v2 has such dead
+    coordinates) hold no information: the flow models the others and maps the constant ones to 0
+    (``constant_dims_``).
 
     Learned state: ``mean_``, ``scale_`` (standardisation), ``active_`` / ``constant_dims_`` (the
-    modelled and the constant dimensions), ``blocks_`` (list of dicts of float64
-    arrays), ``history_`` (training loss per step: negative log-likelihood per dimension of the
-    standardised batch), ``n_steps_`` (the steps trained), ``dim_``.
+    modelled and the constant dimensions), ``blocks_`` (float64 numpy arrays: for ``glow`` a list of
+    levels, each a list of step dicts; for ``affine`` a list of block dicts), ``history_`` (training loss
+    per step: negative log-likelihood per dimension of the standardised batch), ``n_steps_`` (the steps
+    trained), ``dim_``.
 
     Example:
-        >>> X = np.random.default_rng(0).normal(size=(500, 4)) @ np.array(
-        ...     [[2.0, 1, 0, 0], [0, 1, 0, 0], [0, 0, 3, 1], [0, 0, 0, 1]])
+        >>> X = np.random.default_rng(0).normal(size=(500, 8)) @ np.random.default_rng(1).normal(size=(8, 8))
         >>> f = Flow(steps=50).fit(X)
         >>> float(np.abs(f.inverse(f.transform(X)) - X).max()) < 1e-8
         True
@@ -114,6 +94,11 @@ class Flow(Method):
     def __init__(
         self,
         *,
+        arch: str = "glow",
+        levels: int = 3,
+        depth: int = 3,
+        width: int = 32,
+        permutation: str = "reverse",
         n_blocks: int = 4,
         hidden: int = 128,
         steps: int | None = None,
@@ -122,6 +107,11 @@ class Flow(Method):
         lr: float = 0.001,
         seed: int = 0,
     ) -> None:
+        self.arch = arch
+        self.levels = levels
+        self.depth = depth
+        self.width = width
+        self.permutation = permutation
         self.n_blocks = n_blocks
         self.hidden = hidden
         self.steps = steps
@@ -130,36 +120,66 @@ class Flow(Method):
         self.lr = lr
         self.seed = seed
 
-    # ---- fitting ----------------------------------------------------------------------------------
-    def _validate(self, n: int, d: int) -> None:
-        problems = []
-        if d < 2:
-            problems.append(f"needs dim >= 2 to split coordinates, got {d}")
-        if n <= d:
-            problems.append(
-                f"needs more vectors than dimensions ({n} <= {d}): the likelihood is unbounded on a "
-                "subspace; use a larger fit corpus"
-            )
-        for key in ("n_blocks", "hidden", "batch_size", "max_steps"):
-            if int(getattr(self, key)) < 1:
-                problems.append(f"{key} must be >= 1")
-        if (self.steps is not None and self.steps < 0) or self.lr <= 0:
-            problems.append("steps must be >= 0 and lr > 0")
+    # ---- checks and fitting -----------------------------------------------------------------------
+    def check(self, dim: int | None = None) -> None:
+        """The counts (levels, depth, width, n_blocks, hidden, batch_size, max_steps) must be at least 1,
+        steps at least 0 (or None), lr positive, arch and permutation known choices, and the parameters of
+        the architecture not chosen left at their defaults. The input needs :meth:`min_dim` dimensions."""
+        super().check(dim)
+        counts = ("levels", "depth", "width", "n_blocks", "hidden", "batch_size", "max_steps")
+        problems = [f"{key} must be at least 1, got {getattr(self, key)}" for key in counts
+                    if int(getattr(self, key)) < 1]
+        if self.steps is not None and self.steps < 0:
+            problems.append(f"steps must be at least 0 (0 keeps the data-dependent initialisation), got {self.steps}")
+        if self.lr <= 0:
+            problems.append(f"lr must be > 0, got {self.lr}")
+        if self.arch not in ARCHS:
+            problems.append(f"unknown arch {self.arch!r}; use one of {', '.join(ARCHS)}")
+        if self.permutation not in glow.PERMUTATIONS:
+            problems.append(f"unknown permutation {self.permutation!r}; use one of {', '.join(glow.PERMUTATIONS)}")
+        defaults = self.param_defaults()
+        for arch, keys in _ARCH_PARAMS.items():
+            changed = [key for key in keys if arch != self.arch and getattr(self, key) != defaults[key]]
+            if changed and self.arch in ARCHS:
+                problems.append(f"{', '.join(changed)} belong{'s' if len(changed) == 1 else ''} to arch={arch}, "
+                                f"not to arch={self.arch}")
+        if dim is not None and not problems and dim < self.min_dim():
+            problems.append(f"needs dim >= {self.min_dim()} ({self._why_min_dim()}), got {dim}-d vectors")
         if problems:
-            raise MethodError(f"method {self.spec!r}: " + "; ".join(problems))
+            self._refuse("; ".join(problems))
+
+    def min_dim(self) -> int:
+        """The fewest (varying) dimensions the architecture works on: a coupling splits the coordinates in
+        two non-empty parts, so 2; a Glow of L levels halves them L - 1 times before its last level,
+        so 2^(L - 1) + 1 (5 for BERT-flow's 3 levels)."""
+        return glow.min_dim(self.levels) if self.arch == "glow" else 2
+
+    def _why_min_dim(self) -> str:
+        if self.arch == "glow" and self.levels > 1:
+            times = "once" if self.levels == 2 else f"{self.levels - 1} times"
+            return (f"{self.levels} levels halve the coordinates {times} and the last level's couplings split the "
+                    "rest in two")
+        return "the coupling splits the coordinates in two"
+
+    def min_vectors(self, dim: int) -> int:
+        """dim + 1: n vectors lie in an affine subspace of dimension at most n - 1, on which a density
+        over all dim dimensions can grow without bound (a flow flexible enough to shrink the missing
+        directions makes the likelihood unbounded), so maximum likelihood needs n > dim."""
+        return dim + 1
+
+    def _shortfall(self, n: int, dim: int) -> tuple[str, str]:
+        return (f"a flow needs more vectors than dimensions: {n} vectors lie in an affine subspace of dimension "
+                f"<= {max(n - 1, 0)}, where the likelihood is unbounded"), ""
 
     def fit(self, X: np.ndarray) -> Flow:
-        X = self._check_input(X, fitting=True, min_rows=2)
+        X = self._check_fit_input(X)
         n, d = X.shape
-        self._validate(n, d)
         mean, scale = X.mean(axis=0), X.std(axis=0)
         const = scale <= 1e-12 * max(float(np.abs(X).max()), 1e-300)
         active = np.flatnonzero(~const)
-        if len(active) < 2 or n <= len(active):
-            raise MethodError(
-                f"method {self.spec!r}: only {len(active)} of {d} dimensions vary in the fit corpus; "
-                "a flow needs at least 2 and fewer than the number of vectors"
-            )
+        if len(active) < self.min_dim():  # fewer vectors than varying dimensions cannot happen: n > d
+            self._refuse(f"only {len(active)} of {d} dimensions vary in the fit corpus; {self.spec} needs at least "
+                         f"{self.min_dim()} ({self._why_min_dim()})")
         steps = self.steps if self.steps is not None else min(-(-n // self.batch_size), self.max_steps)
         import torch
 
@@ -179,11 +199,12 @@ class Flow(Method):
     # ---- applying ---------------------------------------------------------------------------------
     def transform(self, X: np.ndarray) -> np.ndarray:
         """The latent z = f(x), float64, shape ``(n, dim)``; dimensions that were constant in the fit
-        corpus carry no information and map to 0."""
+        corpus carry no information and map to 0 (for ``glow`` the latent's coordinates are ordered by
+        level, see :mod:`iso_bench.methods.glow`)."""
         self._check_fitted()
         X = self._check_input(X, fitting=False)
         Z = np.zeros_like(X)
-        Z[:, self.active_], _ = _forward(self.blocks_, self._standardise(X), np)
+        Z[:, self.active_], _ = _ARCH[self.arch].forward(self.blocks_, self._standardise(X), np)
         return Z
 
     def inverse(self, Z: np.ndarray) -> np.ndarray:
@@ -192,7 +213,7 @@ class Flow(Method):
         self._check_fitted()
         Z = self._check_input(Z, fitting=False)
         X = np.tile(self.mean_, (len(Z), 1))
-        X[:, self.active_] += _inverse(self.blocks_, Z[:, self.active_]) * self.scale_[self.active_]
+        X[:, self.active_] += _ARCH[self.arch].inverse(self.blocks_, Z[:, self.active_]) * self.scale_[self.active_]
         return X
 
     def log_likelihood(self, X: np.ndarray) -> float:
@@ -200,7 +221,7 @@ class Flow(Method):
         the dimensions that vary in the fit corpus)."""
         self._check_fitted()
         X = self._check_input(X, fitting=False)
-        z, logdet = _forward(self.blocks_, self._standardise(X), np)
+        z, logdet = _ARCH[self.arch].forward(self.blocks_, self._standardise(X), np)
         return float(np.mean(_log_normal(z) + logdet) - np.log(self.scale_[self.active_]).sum())
 
     def _standardise(self, X: np.ndarray) -> np.ndarray:
@@ -208,66 +229,17 @@ class Flow(Method):
         return (X[:, a] - self.mean_[a]) / self.scale_[a]
 
 
-def _init_blocks(torch: Any, d: int, cfg: Flow, lower: Any, upper: Any) -> list[dict[str, Any]]:
-    """The flow's blocks before training: random rotations in LU form, couplings that start as the identity
-    (the ActNorm parameters are set from data afterwards)."""
-    da, db = d // 2, d - d // 2
-    blocks = []
-    for _ in range(int(cfg.n_blocks)):
-        q, _ = torch.linalg.qr(torch.randn(d, d))
-        P, L, U = torch.linalg.lu(q)
-        diag = torch.diagonal(U)
-        blocks.append(
-            {
-                "P": P,
-                "src": P.argmax(dim=0),
-                "sign": torch.sign(diag),
-                "bias": torch.zeros(d),
-                "log_scale": torch.zeros(d),
-                "L": (L * lower).requires_grad_(),
-                "U": (U * upper).requires_grad_(),
-                "log_s": torch.log(diag.abs()).requires_grad_(),
-                "W1": (torch.randn(da, cfg.hidden) * (2.0 / da) ** 0.5).requires_grad_(),
-                "b1": torch.zeros(cfg.hidden, requires_grad=True),
-                "W2": torch.zeros(cfg.hidden, 2 * db, requires_grad=True),
-                "b2": torch.zeros(2 * db, requires_grad=True),
-            }
-        )
-    return blocks
-
-
-def _train(torch: Any, X: np.ndarray, cfg: Flow, steps: int) -> tuple[list[dict[str, np.ndarray]], list[float]]:
-    """Initialise and train the flow on standardised ``X`` for ``steps`` Adam steps; returns float64 numpy
-    blocks and the loss curve."""
+def _train(torch: Any, X: np.ndarray, cfg: Flow, steps: int) -> tuple[Any, list[float]]:
+    """Initialise and train the flow on standardised ``X`` for ``steps`` Adam steps; returns the float64
+    numpy parameters and the loss curve."""
     n, d = X.shape
+    arch = _ARCH[cfg.arch]
     data = torch.as_tensor(X, dtype=torch.float32)
-    eye = torch.eye(d)
-    lower, upper = torch.tril(torch.ones(d, d), -1), torch.triu(torch.ones(d, d), 1)
-    blocks = _init_blocks(torch, d, cfg, lower, upper)
-
-    def assemble(b: dict[str, Any]) -> dict[str, Any]:
-        W = b["P"] @ (b["L"] * lower + eye) @ (b["U"] * upper + torch.diag(b["sign"] * torch.exp(b["log_s"])))
-        return {**b, "W": W, "logdet_W": b["log_s"].sum()}
-
-    def factored(b: dict[str, Any]) -> dict[str, Any]:
-        """The same linear layer applied factor by factor, x @ P @ L @ U: a batch smaller than d never pays
-        for the d x d x d products of assembling W (P is a permutation: a column gather)."""
-        Lm = b["L"] * lower + eye
-        Um = b["U"] * upper + torch.diag(b["sign"] * torch.exp(b["log_s"]))
-        return {**b, "W": _Factored(b["src"], Lm, Um), "logdet_W": b["log_s"].sum()}
-
-    # data-dependent ActNorm initialisation, block by block, on a random subset of up to 4096 vectors
-    with torch.no_grad():
-        x = data[torch.randperm(n)[:4096]]
-        for b in blocks:
-            b["bias"] = -x.mean(dim=0)
-            b["log_scale"] = -torch.log(x.std(dim=0) + 1e-6)
-            x, _ = _forward([assemble(b)], x, torch)
-    for b in blocks:
-        b["bias"].requires_grad_()
-        b["log_scale"].requires_grad_()
-    params = [b[k] for b in blocks for k in ("bias", "log_scale", "L", "U", "log_s", "W1", "b1", "W2", "b2")]
-    opt = torch.optim.Adam(params, lr=cfg.lr, fused=True)
+    params = arch.init(torch, d, cfg)
+    # data-dependent ActNorm initialisation on a random subset of up to 4096 vectors
+    arch.data_init(torch, params, data[torch.randperm(n)[:4096]])
+    trained = arch.trainables(params)
+    opt = torch.optim.Adam(trained, lr=cfg.lr, fused=True)
     # linear warm-up over the first 10% of the steps (Adam's first updates move every weight by ~lr at
     # once, which destabilises the d x d linear layers), then linear decay to 0 (the last steps average
     # out batch noise instead of jumping around the optimum)
@@ -281,38 +253,115 @@ def _train(torch: Any, X: np.ndarray, cfg: Flow, steps: int) -> tuple[list[dict[
             perm, pos = torch.randperm(n), 0
         batch = data[perm[pos : pos + bs]]
         pos += bs
-        z, logdet = _forward([factored(b) for b in blocks], batch, torch)
+        z, logdet = arch.train_forward(torch, params, batch)
         loss = -(_log_normal(z) + logdet).mean() / d
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, max_norm=10.0)
+        torch.nn.utils.clip_grad_norm_(trained, max_norm=10.0)
         opt.step()
         sched.step()
         history.append(float(loss.detach()))
     with torch.no_grad():
-        return _to_numpy(blocks, lower, upper), history
+        return arch.to_numpy(params), history
 
 
-def _to_numpy(blocks: list[dict[str, Any]], lower: Any, upper: Any) -> list[dict[str, np.ndarray]]:
-    """The trained blocks as float64 numpy arrays, with W assembled (and inverted) in float64 so that
-    log|det W| = sum(log_s) holds to float64 precision."""
-    d = lower.shape[0]
-    low, up = lower.double().numpy(), upper.double().numpy()
-    out = []
-    for b in blocks:
-        a = {k: v.detach().double().numpy() for k, v in b.items() if k != "src"}
-        W = a["P"] @ (a["L"] * low + np.eye(d)) @ (a["U"] * up + np.diag(a["sign"] * np.exp(a["log_s"])))
-        out.append(
-            {
-                "bias": a["bias"],
-                "log_scale": a["log_scale"],
-                "W": W,
-                "W_inv": np.linalg.inv(W),
-                "logdet_W": float(a["log_s"].sum()),
-                "W1": a["W1"],
-                "b1": a["b1"],
-                "W2": a["W2"],
-                "b2": a["b2"],
-            }
-        )
-    return out
+# ---- the architectures ------------------------------------------------------------------------------
+class _Glow:
+    """``arch="glow"``: :mod:`iso_bench.methods.glow` with the method's levels, depth, width, permutation."""
+
+    @staticmethod
+    def init(torch: Any, d: int, cfg: Flow) -> Any:
+        return glow.init(torch, d, int(cfg.levels), int(cfg.depth), int(cfg.width), cfg.permutation)
+
+    data_init = staticmethod(glow.data_init)
+    trainables = staticmethod(glow.trainables)
+    train_forward = staticmethod(glow.train_forward)
+    to_numpy = staticmethod(glow.to_numpy)
+    forward = staticmethod(glow.forward)
+    inverse = staticmethod(glow.inverse)
+
+
+class _Affine:
+    """``arch="affine"``: ``n_blocks`` blocks of actnorm, LU linear layer and tanh-bounded affine coupling."""
+
+    KEYS = ("bias", "log_scale", "L", "U", "log_s", "W1", "b1", "W2", "b2")
+    """The trained tensors of a block."""
+
+    @staticmethod
+    def init(torch: Any, d: int, cfg: Flow) -> list[dict[str, Any]]:
+        """Random rotations in LU form and couplings that start as the identity (ActNorm set by data_init)."""
+        da, db = d // 2, d - d // 2
+        blocks = []
+        for _ in range(int(cfg.n_blocks)):
+            lu = glow.lu_init(torch, d)
+            blocks.append({
+                **lu, "bias": torch.zeros(d), "log_scale": torch.zeros(d),
+                "W1": (torch.randn(da, cfg.hidden) * (2.0 / da) ** 0.5).requires_grad_(),
+                "b1": torch.zeros(cfg.hidden, requires_grad=True),
+                "W2": torch.zeros(cfg.hidden, 2 * db, requires_grad=True),
+                "b2": torch.zeros(2 * db, requires_grad=True),
+            })
+        return blocks
+
+    @staticmethod
+    def data_init(torch: Any, blocks: list[dict[str, Any]], x: Any) -> None:
+        """Each block's ActNorm in turn gets mean 0 and variance 1 per coordinate on ``x``."""
+        with torch.no_grad():
+            for b in blocks:
+                b["bias"] = -x.mean(dim=0)
+                b["log_scale"] = -torch.log(x.std(dim=0) + 1e-6)
+                lower, upper = glow.lu_factors(torch, b)
+                x, _ = _Affine.forward([{**b, "W": b["P"] @ lower @ upper, "logdet_W": b["log_s"].sum()}], x, torch)
+
+    @staticmethod
+    def trainables(blocks: list[dict[str, Any]]) -> list[Any]:
+        return [b[k].requires_grad_() for b in blocks for k in _Affine.KEYS]
+
+    @staticmethod
+    def train_forward(torch: Any, blocks: list[dict[str, Any]], x: Any) -> tuple[Any, Any]:
+        factored = []
+        for b in blocks:
+            lower, upper = glow.lu_factors(torch, b)
+            factored.append({**b, "W": glow.Factored(b["src"], lower, upper), "logdet_W": b["log_s"].sum()})
+        return _Affine.forward(factored, x, torch)
+
+    @staticmethod
+    def to_numpy(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The trained blocks as float64 numpy arrays, with W assembled (and inverted) in float64 so that
+        log|det W| = sum(log_s) holds to float64 precision."""
+        keys = ("bias", "log_scale", "W1", "b1", "W2", "b2")
+        return [{**{k: b[k].detach().double().numpy() for k in keys}, **glow.lu_numpy(b)} for b in blocks]
+
+    @staticmethod
+    def coupling(b: dict[str, Any], xa: Any, xp: Any) -> tuple[Any, Any]:
+        h = xa @ b["W1"] + b["b1"]
+        h = h * (h > 0)  # ReLU, in both numpy and torch
+        out = h @ b["W2"] + b["b2"]
+        nb = out.shape[1] // 2
+        return xp.tanh(out[:, :nb]), out[:, nb:]
+
+    @staticmethod
+    def forward(blocks: list[dict[str, Any]], x: Any, xp: Any) -> tuple[Any, Any]:
+        """Map ``x`` (standardised) to ``z``; also return log|det dz/dx| per row. ``xp`` is numpy or torch."""
+        logdet = 0.0
+        for b in blocks:
+            x = (x + b["bias"]) * xp.exp(b["log_scale"])
+            x = x @ b["W"]
+            da = b["W1"].shape[0]
+            log_s, t = _Affine.coupling(b, x[:, :da], xp)
+            x = xp.concatenate([x[:, :da], x[:, da:] * xp.exp(log_s) + t], axis=1)
+            logdet = logdet + b["log_scale"].sum() + b["logdet_W"] + log_s.sum(axis=1)
+        return x, logdet
+
+    @staticmethod
+    def inverse(blocks: list[dict[str, Any]], z: np.ndarray) -> np.ndarray:
+        for b in reversed(blocks):
+            da = b["W1"].shape[0]
+            log_s, t = _Affine.coupling(b, z[:, :da], np)
+            z = np.concatenate([z[:, :da], (z[:, da:] - t) * np.exp(-log_s)], axis=1)
+            z = z @ b["W_inv"]
+            z = z * np.exp(-b["log_scale"]) - b["bias"]
+        return z
+
+
+_ARCH: dict[str, Any] = {"glow": _Glow, "affine": _Affine}

@@ -25,7 +25,7 @@ class Raw(Method):
 
     def fit(self, X: np.ndarray) -> Raw:
         """Record the dimension (so later inputs are checked against it); returns ``self``."""
-        X = self._check_input(X, fitting=True)
+        X = self._check_fit_input(X)
         self.dim_ = X.shape[1]
         return self
 

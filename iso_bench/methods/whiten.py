@@ -12,7 +12,7 @@ import logging
 import numpy as np
 
 from iso_bench.linalg import fix_signs
-from iso_bench.methods.base import Method, MethodError, register
+from iso_bench.methods.base import Method, register
 
 logger = logging.getLogger(__name__)
 
@@ -32,12 +32,13 @@ class Whiten(Method):
     When is the covariance singular? n centred vectors span at most n - 1 dimensions, so with
     ``n_vectors <= k`` (k = n_components, or dim) some kept eigenvalue is zero and whitening would divide
     by it (that direction, scaled by ~1/0, then dominates every vector and I(W) collapses to 0). With
-    ``eps == 0`` :meth:`fit` raises a :class:`MethodError` naming the fixes: more fit vectors, ``whiten-k``
-    with ``k < n_vectors``, or ``eps > 0``. When there are enough vectors but some directions have no
-    variance at all (an eigenvalue below 1e-10 of the largest: constant or linearly dependent dimensions,
-    as the three dead coordinates of all-MiniLM-L6-v2), plain ``whiten`` whitens the subspace that has
-    variance and records the number of dropped directions in ``dropped_``; an explicit ``whiten-k`` that
-    would need such a direction is refused. With ``eps > 0`` the fit always succeeds.
+    ``eps == 0`` :meth:`fit` refuses fewer than k + 1 vectors (:meth:`min_vectors`) with a
+    :class:`MethodError` naming the fixes: more fit vectors, ``whiten-k`` with ``k < n_vectors``, or
+    ``eps > 0``. When there are enough vectors but some directions have no variance at all (an
+    eigenvalue below 1e-10 of the largest: constant or linearly dependent dimensions, as the three dead
+    coordinates of all-MiniLM-L6-v2), plain ``whiten`` whitens the subspace that has variance and records
+    the number of dropped directions in ``dropped_``; an explicit ``whiten-k`` that would need such a
+    direction is refused. With ``eps > 0`` the fit succeeds from two vectors on.
 
     Learned state: ``mean_`` (d,), ``W_`` (d, k), ``eigenvalues_`` (all d, decreasing),
     ``n_components_`` (k), ``dropped_`` (directions without variance left out), ``dim_``.
@@ -60,20 +61,41 @@ class Whiten(Method):
     def output_dim(self, dim: int) -> int:
         return min(dim, self.n_components) if self.n_components is not None else dim
 
-    def fit(self, X: np.ndarray) -> Whiten:
-        X = self._check_input(X, fitting=True, min_rows=2)
-        n, d = X.shape
-        k = d if self.n_components is None else int(self.n_components)
-        if not 1 <= k <= d:
-            raise MethodError(f"method {self.spec!r}: n_components={k} must be between 1 and the dimension {d}")
+    def _kept(self, dim: int) -> int:
+        """k: the whitened columns kept of ``dim``-d vectors (all of them by default)."""
+        return dim if self.n_components is None else int(self.n_components)
+
+    def check(self, dim: int | None = None) -> None:
+        """n_components must be between 1 and ``dim`` (whitening cannot make more columns than the
+        input has); eps must be >= 0."""
+        super().check(dim)
+        if self.n_components is not None and self.n_components < 1:
+            self._refuse(f"n_components must be at least 1 (whitened columns kept), got {self.n_components}")
         if self.eps < 0:
-            raise MethodError(f"method {self.spec!r}: eps must be >= 0, got {self.eps}")
-        if self.eps == 0 and n <= k:
-            raise MethodError(
-                f"method {self.spec!r}: {n} vectors cannot be whitened to {k} dimensions: the covariance "
-                f"of n centred vectors has rank <= n - 1 = {n - 1}, so it is singular; fit on more than {k} "
-                f"vectors, keep fewer columns (whiten-{max(1, n - 1)}), or regularise (whiten-eps=0.001)"
-            )
+            self._refuse(f"eps must be >= 0 (0 = the paper's transform), got {self.eps}")
+        if dim is not None and self._kept(dim) > dim:
+            self._refuse(f"n_components must be between 1 and {dim} for {dim}-d vectors, got {self.n_components}")
+
+    def min_vectors(self, dim: int) -> int:
+        """k + 1 with ``eps == 0`` (k = n_components, or dim): the covariance of n centred vectors has rank
+        at most n - 1, so with n <= k a kept eigenvalue is zero and whitening would divide by it. With
+        ``eps > 0`` the regularised eigenvalues are positive whatever the rank, and 2 vectors suffice for
+        the covariance (ddof=1)."""
+        return 2 if self.eps > 0 else self._kept(dim) + 1
+
+    def _shortfall(self, n: int, dim: int) -> tuple[str, str]:
+        if self.eps > 0:
+            return "a covariance (ddof=1) needs two vectors", ""
+        k = self._kept(dim)
+        why = (f"the covariance of {n} centred vectors has rank <= {max(n - 1, 0)}, so whitening to {k} "
+               "dimensions would find it singular")
+        fewer = f", keep fewer columns (whiten-{n - 1})" if n >= 2 else ""
+        return why, f"{fewer} or regularise (whiten-eps=0.001)"
+
+    def fit(self, X: np.ndarray) -> Whiten:
+        X = self._check_fit_input(X)
+        n, d = X.shape
+        k = self._kept(d)
         mean = X.mean(axis=0)
         Xc = X - mean
         cov = (Xc.T @ Xc) / (n - 1)
@@ -84,9 +106,9 @@ class Whiten(Method):
         rank = int((vals > tol).sum())
         if self.eps == 0 and rank < k:
             if self.n_components is not None:
-                raise MethodError(
-                    f"method {self.spec!r}: the covariance of the fit vectors has numerical rank {rank} < {k} "
-                    "(constant or linearly dependent dimensions), so whitening would divide by zero; "
+                self._refuse(
+                    f"the covariance of the fit vectors has numerical rank {rank} < {k} (constant or linearly "
+                    "dependent dimensions), so whitening would divide by zero; "
                     f"keep fewer columns (whiten-{max(1, rank)}) or regularise (whiten-eps=0.001)"
                 )
             # n > d, yet some directions carry no variance at all (a model's dead dimensions, e.g. three

@@ -1,0 +1,217 @@
+"""The defaults of cluster-pca and flow are the methods their names cite.
+
+cluster-pca clusters as Rajaee & Pilehvar's notebook does, with scipy's ``kmeans2(X, k, minit='points')``;
+flow is BERT-flow's Glow (``config_l3_d3_w32``: 3 levels of 3 steps, additive couplings of width 32, channel
+reversal, actnorm, a standard normal prior).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from iso_bench.methods import MethodError, glow, make_method
+from iso_bench.methods.cluster_pca import ClusterPCA
+from iso_bench.methods.flow import Flow
+
+
+def mixture(n: int = 600, d: int = 6, seed: int = 0) -> np.ndarray:
+    """Eight overlapping anisotropic blobs: 10 Lloyd iterations have not converged on them, so the
+    labels of kmeans2's last assignment differ from the nearest of its returned centroids."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(8, d)) * 3.0
+    return centres[rng.integers(0, 8, size=n)] + rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) * 0.7
+
+
+def kmeans2(X: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """scipy's kmeans2 as the authors call it, drawing its initial points from default_rng(seed)."""
+    from scipy.cluster import vq
+
+    key = "rng" if "rng" in inspect.signature(vq.kmeans2).parameters else "seed"
+    return vq.kmeans2(X, k, minit="points", **{key: np.random.default_rng(seed)})
+
+
+# ---- cluster-pca: the authors' clustering -------------------------------------------------------------
+def test_cluster_pca_defaults_to_the_authors_initialisation() -> None:
+    method, level = make_method("cluster-pca")
+    assert (method.n_clusters, method.n_directions, method.algorithm, method.init, level) == (
+        27, 12, "kmeans", "points", "token")
+    assert method.spec == "cluster-pca"
+    assert make_method("cluster-pca-init=kmeanspp")[0].spec == "cluster-pca-init=kmeanspp"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cluster_pca_labels_are_those_of_kmeans2(seed: int) -> None:
+    from scipy.cluster.vq import vq
+
+    X = mixture()
+    centroids, labels = kmeans2(X, 8, seed)
+    method = ClusterPCA(n_clusters=8, n_directions=2, seed=seed).fit(X)
+    np.testing.assert_array_equal(method.predict(X), labels)
+    np.testing.assert_array_equal(method.cluster_sizes_, np.bincount(labels, minlength=8))
+    # kmeans2's returned centroids are the means of the members of its returned labels
+    np.testing.assert_allclose(method.means_, centroids, atol=1e-12)
+    if seed in (0, 1):  # here the nearest returned centroid would move some vectors to another cluster
+        assert (vq(X, centroids)[0] != labels).any()
+
+
+def test_cluster_pca_transform_processes_each_fit_vector_in_its_kmeans2_cluster() -> None:
+    X = mixture()
+    _, labels = kmeans2(X, 8, 0)
+    out = ClusterPCA(n_clusters=8, n_directions=2, seed=0).fit(X).transform(X)
+    for j in range(8):
+        members = X[labels == j] - X[labels == j].mean(axis=0)
+        _, _, vt = np.linalg.svd(members, full_matrices=False)
+        expected = members - members @ vt[:2].T @ vt[:2]  # the projection does not depend on the signs
+        np.testing.assert_allclose(out[labels == j], expected, atol=1e-10)
+
+
+def test_cluster_pca_seed_draws_other_initial_points() -> None:
+    X = mixture()
+    first = ClusterPCA(n_clusters=8, n_directions=2, seed=0).fit(X).predict(X)
+    np.testing.assert_array_equal(ClusterPCA(n_clusters=8, n_directions=2, seed=0).fit(X).predict(X), first)
+    assert not np.array_equal(ClusterPCA(n_clusters=8, n_directions=2, seed=1).fit(X).predict(X), first)
+
+
+def test_cluster_pca_kmeanspp_is_one_scikit_learn_kmeans_run() -> None:
+    from sklearn.cluster import KMeans
+
+    X = mixture()
+    method = ClusterPCA(n_clusters=8, n_directions=2, init="kmeanspp", seed=3).fit(X)
+    km = KMeans(n_clusters=8, init="k-means++", n_init=1, max_iter=10, tol=0.0, random_state=3).fit(X)
+    np.testing.assert_array_equal(method.predict(X), km.labels_)
+    np.testing.assert_allclose(method.centroids_, km.cluster_centers_)
+    assert not np.array_equal(method.predict(X), ClusterPCA(n_clusters=8, n_directions=2, seed=3).fit(X).predict(X))
+
+
+def test_cluster_pca_gmm_assigns_as_scikit_learn_predicts() -> None:
+    from sklearn.mixture import GaussianMixture
+
+    X = mixture()
+    method = ClusterPCA(n_clusters=8, n_directions=2, algorithm="gmm", seed=0).fit(X)
+    gmm = GaussianMixture(n_components=8, covariance_type="diag", random_state=0).fit(X)
+    np.testing.assert_array_equal(method.predict(X), gmm.predict(X))
+    new = mixture(n=50, seed=1)
+    np.testing.assert_array_equal(method.predict(new), gmm.predict(new))
+
+
+@pytest.mark.parametrize("spec", ["cluster-pca-8-2", "cluster-pca-8-2-init=kmeanspp", "cluster-pca-8-2-algorithm=gmm"])
+def test_cluster_pca_keeps_numpy_arrays_only(spec: str) -> None:
+    method = make_method(spec)[0].fit(mixture())
+    learned = {k: v for k, v in vars(method).items() if k.endswith("_")}
+    assert {"centroids_", "means_", "components_", "n_directions_", "cluster_sizes_", "dim_"} <= set(learned)
+    for key, value in learned.items():
+        assert value is None or isinstance(value, (np.ndarray, int)), key
+    assert (method.weights_ is None) == (method.algorithm == "kmeans")
+
+
+# ---- flow: BERT-flow's Glow ---------------------------------------------------------------------------
+def correlated(n: int = 1500, d: int = 16, seed: int = 0) -> np.ndarray:
+    """Correlated, skewed vectors (a Gaussian through a random linear map, one coordinate squared)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) + rng.normal(size=d)
+    X[:, 0] = X[:, 0] ** 2
+    return X
+
+
+@pytest.fixture(scope="module")
+def glow16() -> Flow:
+    return Flow(steps=60).fit(correlated())
+
+
+def test_flow_defaults_to_bertflow_glow(glow16: Flow) -> None:
+    method, level = make_method("flow")
+    assert (method.arch, method.levels, method.depth, method.width, method.permutation, level) == (
+        "glow", 3, 3, 32, "reverse", "sentence")
+    levels = glow16.blocks_
+    assert [len(steps) for steps in levels] == [3, 3, 3]  # 3 levels of depth 3: 9 steps
+    assert [steps[0]["bias"].shape[0] for steps in levels] == [16, 8, 4]  # each level hands half on
+    for steps in levels:
+        for step in steps:
+            c = step["bias"].shape[0]
+            # the coupling network: c // 2 -> 32 -> 32 -> c - c // 2
+            assert step["W1"].shape == (c // 2, 32) and step["W2"].shape == (32, 32)
+            assert step["W3"].shape == (32, c - c // 2)
+            assert "W" not in step  # the channel reversal has no parameters
+    assert np.abs(levels[0][0]["W3"]).max() > 0  # trained: the couplings are no longer the identity
+
+
+def numeric_jacobian(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """d f(x) / d x for one row ``x`` (shape (1, d)) by central differences."""
+    d = x.shape[1]
+    cols = []
+    for i in range(d):
+        step = np.zeros_like(x)
+        step[0, i] = eps
+        cols.append((f(x + step) - f(x - step))[0] / (2 * eps))
+    return np.stack(cols, axis=1)
+
+
+def test_an_additive_coupling_has_log_determinant_zero(glow16: Flow) -> None:
+    step = glow16.blocks_[0][1]
+    x = glow16._standardise(correlated(n=3, seed=4))[:1]
+    jac = numeric_jacobian(lambda v: glow.couple(step, v, np), x)
+    assert np.abs(jac - np.eye(16)).max() > 1e-3  # the coupling does something
+    sign, logdet = np.linalg.slogdet(jac)
+    assert sign == 1.0 and abs(logdet) < 1e-6
+
+
+@pytest.mark.parametrize("permutation", ["reverse", "invconv"])
+def test_glow_log_determinant_is_the_actnorm_and_1x1_terms(permutation: str) -> None:
+    X = correlated(d=7)  # 7 coordinates: levels of 7, 4, 2 (odd splits included)
+    flow = Flow(steps=40, permutation=permutation).fit(X)
+    levels = flow.blocks_
+    terms = sum(glow.LOGSCALE_FACTOR * step["logs"].sum() + step.get("logdet_W", 0.0)
+                for steps in levels for step in steps)
+    x = flow._standardise(X[:1])
+    _, logdet = glow.forward(levels, x, np)
+    assert logdet == pytest.approx(terms, abs=1e-12)
+    _, true = np.linalg.slogdet(numeric_jacobian(lambda v: glow.forward(levels, v, np)[0], x))
+    assert logdet == pytest.approx(true, abs=1e-5)
+    assert ("W" in levels[0][0]) == (permutation == "invconv")
+    # the prior is a fixed N(0, I): the likelihood is its density at z times the volume change
+    zs, _ = glow.forward(levels, flow._standardise(X), np)
+    prior = -0.5 * (zs * zs).sum(axis=1) - 0.5 * 7 * np.log(2 * np.pi)
+    assert flow.log_likelihood(X) == pytest.approx(prior.mean() + logdet - np.log(flow.scale_).sum())
+
+
+@pytest.mark.parametrize("d", [16, 13])
+def test_glow_inverts(d: int) -> None:
+    X = correlated(d=d)
+    flow = Flow(steps=40).fit(X)
+    assert np.abs(flow.inverse(flow.transform(X)) - X).max() < 1e-4
+    z = np.random.default_rng(5).normal(size=(10, d))
+    assert np.abs(flow.transform(flow.inverse(z)) - z).max() < 1e-4
+
+
+def test_glow_training_is_seeded() -> None:
+    X = correlated()
+    first = Flow(steps=20, seed=1).fit(X).transform(X)
+    np.testing.assert_array_equal(Flow(steps=20, seed=1).fit(X).transform(X), first)
+    assert not np.array_equal(Flow(steps=20, seed=2).fit(X).transform(X), first)
+
+
+def test_glow_training_raises_the_likelihood(glow16: Flow) -> None:
+    X = correlated()
+    assert glow16.log_likelihood(X) > Flow(steps=0).fit(X).log_likelihood(X) + 1.0
+    assert glow16.history_[-10:].mean() < glow16.history_[:10].mean()
+
+
+def test_glow_needs_varying_dimensions_for_every_level() -> None:
+    X = correlated(n=200, d=8)
+    X[:, 4:] = 1.0  # four dead coordinates: 4 vary, a 3-level Glow needs 5
+    with pytest.raises(MethodError, match=r"'flow': only 4 of 8 dimensions vary in the fit corpus; flow needs at least "
+                       r"5 \(3 levels halve the coordinates 2 times"):
+        Flow().fit(X)
+    assert Flow(levels=2, steps=2).fit(X).constant_dims_ == (4, 5, 6, 7)  # 2 levels need 3
+
+
+def test_affine_flow_is_still_available() -> None:
+    X = correlated()
+    method, _ = make_method("flow-arch=affine")
+    assert (method.n_blocks, method.hidden, method.spec) == (4, 128, "flow-arch=affine")
+    method = make_method("flow-arch=affine-steps=5")[0].fit(X)
+    assert len(method.blocks_) == 4 and method.blocks_[0]["W1"].shape == (8, 128)
+    assert np.abs(method.inverse(method.transform(X)) - X).max() < 1e-8
