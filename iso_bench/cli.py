@@ -50,6 +50,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def device_name(text: str) -> str:
+    """A device this machine has (``cpu``, ``cuda``, ``cuda:N``, ``mps``); imports torch only when given."""
+    from iso_bench.checks import InputError, check_device
+
+    try:
+        return check_device(text) or text
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
+
+
 def method_spec(text: str) -> str:
     """A method spec that names a registered method with valid parameters (returned unchanged)."""
     from iso_bench.methods import MethodError, make_method
@@ -97,8 +107,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--data-dir", help="data directory: a hub mirror <dir>/<org>/<name>/ and the datasets' "
                      "release folders (env ISO_BENCH_DATA_DIR; default: download)")
     run.add_argument("--cache-dir", help="raw-vector cache (env ISO_BENCH_CACHE, default ~/.cache/iso_bench)")
-    run.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
+    run.add_argument("--device", type=device_name, help="cpu, cuda, cuda:1, ... (default: cuda when available)")
     run.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
+    run.add_argument("--threads", type=positive_int, metavar="N",
+                     help="CPU threads for torch (env ISO_BENCH_THREADS; default: the CPUs not already busy, from "
+                     "the load average); recorded with the results, does not change them")
     run.add_argument("--fit-corpus", default="task", metavar="task|train|FILE",
                      help="what fitted methods fit on: 'task' (the evaluated split's unlabeled texts, the papers' "
                      "transductive setting; default), 'train' (the task's training split, where it has one), or a "
@@ -106,6 +119,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--fit-sample", type=positive_int, metavar="N",
                      help="fit on a seeded sample of N texts of the fit corpus (huge corpora); recorded")
     run.add_argument("--seed", type=int, default=0, help="seed of the fitted methods (default: 0)")
+    run.add_argument("--seeds", type=int, nargs="+", metavar="S",
+                     help="replicates: run each variant with randomness (flow, cluster-pca, a sampled fit corpus) once "
+                     "per seed; the leaderboard shows mean ± standard deviation across them (overrides --seed)")
+    run.add_argument("--resamples", type=positive_int, default=1000, metavar="N",
+                     help="bootstrap resamples of each score's 95%% interval (default: 1000); recorded")
     run.add_argument("--pooling", choices=POOLINGS,
                      help="sentence pooling (default: the model's own, e.g. mean for sentence-transformers)")
     run.add_argument("--layer", type=int, help="hidden-state layer, 0 = embeddings, -1 = last (default: -1)")
@@ -120,7 +138,9 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
     board = sub.add_parser("leaderboard", help="markdown (or csv, latex) tables and plots from a results folder",
                            description="Tables per model (a row per variant, a column per task, means named by "
                            "their tasks and aggregation, differences from raw, best in bold, missing as –), a "
-                           "model comparison, and the provenance that makes each number citable.")
+                           "model comparison, and the provenance that makes each number citable; each score with "
+                           "its 95%% interval and each difference from raw with its paired test (* = significant "
+                           "after Benjamini-Hochberg over the table), runs that differ only in seed as one row.")
     board.set_defaults(func=cmd_leaderboard, network=False)
     board.add_argument("results_dir", metavar="RESULTS_DIR",
                        help="results folder of `iso-bench run` (holds results/<model>/<revision>/<task>.json)")
@@ -128,6 +148,13 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
     board.add_argument("--format", choices=FORMATS, default="markdown", help="output format (default: markdown)")
     board.add_argument("--no-plot", action="store_true",
                        help="no isotropy-vs-STS plots (plots are written beside -o FILE, for markdown only)")
+    board.add_argument("--accept-modified", action="store_true",
+                       help="render result files whose scores no longer match the digest written with them "
+                       "(changed after their run), or whose units file no longer matches its recorded sha256, "
+                       "each such cell marked †, instead of refusing them")
+    board.add_argument("--no-ci", action="store_true",
+                       help="no 95%% intervals, paired tests against raw or merging of seed replicates: the tables "
+                       "as they are without the evaluation units (which are then not read)")
 
 
 def _add_outliers(sub: argparse._SubParsersAction) -> None:
@@ -145,8 +172,10 @@ def _add_outliers(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--output", default="outliers", help="folder for the reports (default: ./outliers)")
     out.add_argument("--top", type=positive_int, default=5, help="dimensions listed per layer (default: 5)")
     out.add_argument("--data-dir", help="data directory (env ISO_BENCH_DATA_DIR)")
-    out.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    out.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: cuda when available)")
     out.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
+    out.add_argument("--threads", type=positive_int, metavar="N",
+                     help="CPU threads for torch (env ISO_BENCH_THREADS; default: the CPUs not already busy)")
     out.add_argument("--no-progress", action="store_true", help="hide progress bars (model loading's too)")
 
 
@@ -183,8 +212,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         model=args.model, revision=args.revision, methods=args.methods, tasks=args.tasks,
         results_dir=args.results, data_dir=args.data_dir, cache_dir=args.cache_dir, device=args.device,
         batch_size=args.batch_size, fit_corpus=args.fit_corpus, fit_sample=args.fit_sample, seed=args.seed,
+        seeds=args.seeds or (), resamples=args.resamples,
         pooling=args.pooling,
-        layer=args.layer, overwrite=args.overwrite, progress=not args.no_progress,
+        layer=args.layer, overwrite=args.overwrite, threads=args.threads, progress=not args.no_progress,
         trust_remote_code=args.trust_remote_code, command=_reproduce_command(args),
     )
     summary = run(cfg)
@@ -211,11 +241,15 @@ def _reproduce_command(args: argparse.Namespace) -> str:
         parts += ["--revision", args.revision]
     parts += ["--methods", *args.methods, "--tasks", *args.tasks]
     defaults = {"--fit-corpus": "task", "--fit-sample": None, "--seed": 0, "--pooling": None, "--layer": None}
-    given = {"--fit-corpus": args.fit_corpus, "--fit-sample": args.fit_sample, "--seed": args.seed,
-             "--pooling": args.pooling, "--layer": args.layer}
+    given = {"--fit-corpus": args.fit_corpus, "--fit-sample": args.fit_sample,
+             "--seed": None if args.seeds else args.seed, "--pooling": args.pooling, "--layer": args.layer}
     for flag, value in given.items():
-        if value != defaults[flag]:
+        if value is not None and value != defaults[flag]:
             parts += [flag, str(value)]
+    if args.seeds:
+        parts += ["--seeds", *map(str, args.seeds)]
+    if args.resamples != 1000:
+        parts += ["--resamples", str(args.resamples)]
     return shlex.join(parts)
 
 
@@ -223,7 +257,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Write the leaderboard of a results folder (to standard output without ``-o``)."""
     from iso_bench.report import write_leaderboard
 
-    written = write_leaderboard(args.results_dir, args.output, args.format, plot=not args.no_plot)
+    written = write_leaderboard(args.results_dir, args.output, args.format, plot=not args.no_plot,
+                                accept_modified=args.accept_modified, ci=not args.no_ci)
     if isinstance(written, str):
         sys.stdout.write(written)
     else:
@@ -234,9 +269,12 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 def cmd_outliers(args: argparse.Namespace) -> int:
     """Outlier dimensions of every layer of a model, as markdown, JSON and a figure."""
     from iso_bench.backbone import load_backbone
+    from iso_bench.checks import check_results_dir, set_threads
     from iso_bench.outliers import analyse
     from iso_bench.report import write_outlier_reports
 
+    check_results_dir(args.output, "--output")
+    set_threads(args.threads)
     if Path(args.corpus).is_file():
         from iso_bench.fit_corpus import read_text_file
 

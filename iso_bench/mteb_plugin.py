@@ -1,5 +1,6 @@
-"""The one module that writes into mteb: iso-bench's variants in its model registry, iso-bench's tasks in
-its task registry.
+"""Where iso-bench enters mteb: its variants in mteb's model registry, its tasks in mteb's task registry, and
+the result hook through which every result of a variant is written with its provenance (and, through
+:mod:`iso_bench.instances`, its per-instance units).
 
 Each (base model, method) pair is a model of its own, named ``<base model id>+<method spec>``, e.g.
 ``sentence-transformers/all-MiniLM-L6-v2+whiten``. ``import iso_bench`` registers the variants of the
@@ -23,6 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.registry import IsoBenchError
+from iso_bench.result_files import (  # noqa: F401 - the repairs a run makes before each variant, named here too
+    ensure_model_meta,
+    set_aside_garbled,
+    sign_scores,
+    write_result,
+)
 
 SEPARATOR = "+"
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -64,8 +71,9 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
     setups live in different folders (``<model>/<revision>/experiments/<setup>/``) and never replace each other.
 
     ``fit_corpus`` (fitted methods: ``task``, ``train``, or ``file_<SHA-256 of the file's texts, 12 hex>``),
-    ``fit_sample`` (a sampled fit corpus), ``seed`` (methods with randomness), ``pooling`` and ``layer`` (when
-    given), ``data`` (``mirror`` when a local data directory is used; the hub otherwise).
+    ``fit_sample`` (a sampled fit corpus), ``seed`` (methods with randomness, and a sampled fit corpus),
+    ``pooling`` and ``layer`` (when given), ``data`` (``mirror`` when a local data directory is used; the hub
+    otherwise).
 
     >>> setup_kwargs("whiten"), setup_kwargs("flow", seed=3), setup_kwargs("raw", layer=6)
     ({'fit_corpus': 'task'}, {'fit_corpus': 'task', 'seed': 3}, {'layer': 6})
@@ -82,8 +90,8 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
             dict.fromkeys(read_text_file(fit_corpus)))[:12]
         if fit_sample is not None:
             out["fit_sample"] = fit_sample
-    if "seed" in method.param_defaults():
-        out["seed"] = seed
+    if "seed" in method.param_defaults() or (type(method).fitted and fit_sample is not None):
+        out["seed"] = seed  # it seeds the method, or the sample of the fit corpus
     if pooling is not None:
         out["pooling"] = pooling
     if layer is not None:
@@ -102,11 +110,12 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
     corpus provider loads the task being evaluated itself (from ``data_dir`` when it holds the data)."""
     from iso_bench.backbone import load_backbone
     from iso_bench.cache import EmbeddingStore, default_cache_dir
+    from iso_bench.checks import check_methods, output_dims
     from iso_bench.encoder import VariantEncoder, base_record
     from iso_bench.fit_corpus import CorpusProvider
-    from iso_bench.methods import make_method
 
-    _, level = make_method(method)
+    dims = output_dims(base_model, revision, pooling=pooling, layer=layer)
+    [(_, level)] = check_methods([method], dims, base_model)  # before the model loads
     backbone = load_backbone(base_model, revision, device=device, pooling=pooling, layer=layer, batch_size=batch_size)
     kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
     store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size)
@@ -195,12 +204,27 @@ def track(meta: Any, encoder: Any) -> None:
     _ENCODERS[id(meta)] = encoder
 
 
+def tracked(model: Any) -> bool:
+    """Whether ``model`` is an iso-bench variant whose results carry iso-bench's records: an encoder that
+    :func:`track` paired with the ``ModelMeta`` it holds."""
+    meta = getattr(model, "mteb_model_meta", None)
+    return meta is not None and _ENCODERS.get(id(meta)) is model
+
+
 def install_result_hook() -> None:
     """Wrap mteb's ``ResultCache.save_to_cache`` (through which ``mteb.evaluate`` writes every result) so
-    that a result of an iso-bench variant carries its ``iso_bench`` record in each score entry: the same
-    provenance whether ``iso-bench run`` or ``mteb.evaluate`` wrote it. Idempotent."""
+    that a result of an iso-bench variant carries its ``iso_bench`` record in each score entry, with the
+    digest of the entry's scores (:func:`sign_scores`): the same provenance whether ``iso-bench run`` or
+    ``mteb.evaluate`` wrote it. The per-instance units captured during the evaluation
+    (:func:`iso_bench.instances.install_capture`, installed here too) are written first, beside the result
+    (:func:`iso_bench.instances.write_instances`), and each entry's record names them and holds its bootstrap
+    interval. A variant's files are written by :func:`write_result`, each one whole or not at all; the
+    results of other models go through mteb's own code unchanged. Idempotent."""
     from mteb.cache import ResultCache
 
+    from iso_bench.instances import install_capture, write_instances
+
+    install_capture()
     original = ResultCache.save_to_cache
     if getattr(original, "iso_bench_hook", False):
         return
@@ -208,12 +232,13 @@ def install_result_hook() -> None:
     def save_to_cache(self: Any, task_result: Any, model_name: Any, model_revision: str | None = None,
                       **kwargs: Any) -> None:
         encoder = _ENCODERS.get(id(model_name))
-        if encoder is not None and getattr(encoder, "mteb_model_meta", None) is model_name:
-            record = encoder.provenance(task_result.task_name)
-            for entries in task_result.scores.values():
-                for entry in entries:
-                    entry.setdefault("iso_bench", record)
-        return original(self, task_result, model_name, model_revision, **kwargs)
+        if encoder is None or getattr(encoder, "mteb_model_meta", None) is not model_name:
+            return original(self, task_result, model_name, model_revision, **kwargs)
+        record = encoder.provenance(task_result.task_name)
+        units = write_instances(self, task_result, model_name, encoder, record.get("task_type"))
+        sign_scores(task_result, record, units)
+        write_result(self, task_result, model_name, kwargs.get("encode_kwargs"))
+        return None
 
     save_to_cache.iso_bench_hook = True  # type: ignore[attr-defined]
     ResultCache.save_to_cache = save_to_cache
@@ -275,7 +300,8 @@ def _adapter() -> type:
         from mteb.abstasks.abstask import AbsTask
 
         class IsoTask(AbsTask):
-            """An iso-bench task: ``evaluate`` scores the model with the kind's ``score`` on the whole task."""
+            """An iso-bench task: ``evaluate`` scores the model with the kind's ``score`` on the whole task and
+            keeps the per-instance units the kind left (:func:`iso_bench.instances.keep_units`)."""
 
             def __init__(self, data_dir: str | Any | None = None, **kwargs: Any) -> None:
                 super().__init__(**kwargs)
@@ -283,9 +309,13 @@ def _adapter() -> type:
 
             def evaluate(self, model: Any, split: str = "test", subsets_to_run: list[str] | None = None, *,
                          encode_kwargs: Any = None, **kwargs: Any) -> dict[str, dict[str, Any]]:
+                from iso_bench.instances import keep_units
+
                 self.load_data()
+                self.last_units = None  # what this score call leaves (see iso_bench.kinds.base.Kind)
                 scores = self.score(model, split, encode_kwargs or {})
                 self._add_main_score(scores)
+                keep_units(model, self.metadata.name, split, "default", self.last_units)
                 return {"default": scores}
 
             def _evaluate_subset(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - evaluate overrides

@@ -1,12 +1,20 @@
 """Hand-written results folders for the reporter's tests: mteb TaskResult files with the runner's iso_bench
-record, in plain folders (``<model>/<revision>/<Task>.json``) or experiment folders
-(``<model>/<revision>/experiments/<setup>/<Task>.json`` with a ``model_meta.json`` holding the setup)."""
+record (and its digest of the scores, ``scores_sha256``, unless asked for an older file without one), in plain
+folders (``<model>/<revision>/<Task>.json``) or experiment folders (``<model>/<revision>/experiments/<setup>/
+<Task>.json`` with a ``model_meta.json`` holding the setup); and the evaluation units beside a result
+(``<Task>.instances.npz``, its ``instances`` and ``interval`` records: :func:`write_scored`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from iso_bench import stats
+from iso_bench.result_files import DIGEST, scores_digest
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 ENV = {"device": "cuda", "hardware": "NVIDIA H100", "python": "3.11.7", "torch": "2.13.0", "transformers": "5.23.0",
@@ -52,8 +60,9 @@ def experiment_name(setup: dict[str, Any]) -> str:
 def write_result(root: Path, base: str, variant: str, task: str, main: float, *, metrics: dict | None = None,
                  command: str | None = CMD_A, env: dict | None = ENV, date: float | str = 1795313600.0,
                  meta: bool = True, fits: list | None = None, setup: dict | None = None, fit: dict | None = None,
-                 folder_name: str | None = None) -> Path:
-    """One mteb TaskResult file (and the model's model_meta.json) under ``root/results/``.
+                 folder_name: str | None = None, digest: bool = True) -> Path:
+    """One mteb TaskResult file (and the model's model_meta.json) under ``root/results/``; its record holds the
+    digest of the entry's scores unless ``digest`` is false (a file written before iso-bench recorded one).
 
     With ``setup`` (mteb's experiment kwargs) the file goes to ``experiments/<folder_name or its name>/``,
     beside a ``model_meta.json`` holding the setup, as mteb writes it.
@@ -68,6 +77,8 @@ def write_result(root: Path, base: str, variant: str, task: str, main: float, *,
         (folder / "model_meta.json").write_text(json.dumps(model_meta))
     entry = {**(metrics or {}), "main_score": main, "hf_subset": "default", "languages": ["eng-Latn"],
              "iso_bench": record(base, variant, task, command=command, env=env, fits=fits, setup=setup, fit=fit)}
+    if digest:
+        entry["iso_bench"][DIGEST] = scores_digest(entry)
     path = folder / f"{task}.json"
     path.write_text(json.dumps({"dataset_revision": DATA.get(task, ("", "c0de"))[1], "task_name": task,
                                 "mteb_version": "2.26.24", "scores": {"test": [entry]}, "evaluation_time": 1.0,
@@ -107,3 +118,52 @@ def set_record(path: Path, **fields: object) -> None:
     data = json.loads(path.read_text())
     data["scores"]["test"][0]["iso_bench"].update(fields)
     path.write_text(json.dumps(data))
+
+
+def sts_units(n: int, noise: float, seed: int = 0, gold_seed: int = 0) -> np.ndarray:
+    """STS units ``(n, 2)``: predicted similarity (gold plus ``noise`` × normal noise), gold (from ``gold_seed``)."""
+    gold = np.random.default_rng(gold_seed).normal(size=n)
+    return np.column_stack([gold + noise * np.random.default_rng(1000 + seed).normal(size=n), gold])
+
+
+def main_of(units: np.ndarray, statistic: str = "spearman", strata: np.ndarray | None = None) -> float:
+    """The statistic on every unit: the main score the units stand for."""
+    idx = np.arange(units.shape[0])[None, :]
+    named = {"spearman": lambda: stats.spearman(units, idx), "mean": lambda: stats.mean(units.reshape(-1), idx),
+             "wmean": lambda: stats.wmean_spearman(units, idx, strata), "max_ap": lambda: stats.max_ap(units, idx)}
+    return float(named[statistic]()[0])
+
+
+def write_units(path: Path, units: np.ndarray, statistic: str = "spearman", *, strata: np.ndarray | None = None,
+                n_resamples: int = 1000, seed: int = 0, interval: bool = True, key: str = "test/default") -> Path:
+    """``<Task>.instances.npz`` beside the result file ``path`` (np.savez, one group ``key``) and, in the record of
+    its entry, ``instances`` (file, sha256 of its bytes, key, statistic, n_units) and, unless ``interval`` is
+    false, the ``interval`` :func:`iso_bench.stats.confidence_interval` gives with ``n_resamples`` and ``seed``."""
+    npz = path.with_name(path.name.removesuffix(".json") + ".instances.npz")
+    arrays = {f"{key}/units": np.asarray(units, dtype=np.float64), f"{key}/statistic": np.array(statistic),
+              f"{key}/main_score": np.array(main_of(units, statistic, strata))}
+    if strata is not None:
+        arrays[f"{key}/strata"] = np.asarray(strata, dtype=np.int64)
+    with npz.open("wb") as f:
+        np.savez(f, **arrays)
+    data = json.loads(path.read_text())
+    rec = data["scores"]["test"][0]["iso_bench"]
+    rec["instances"] = {"file": npz.name, "sha256": hashlib.sha256(npz.read_bytes()).hexdigest(), "key": key,
+                        "statistic": statistic, "n_units": int(units.shape[0])}
+    rec.pop("interval", None)
+    if interval:
+        ci = stats.confidence_interval(units, statistic, n_resamples=n_resamples, seed=seed, strata=strata)
+        rec["interval"] = {"estimate": ci.estimate, "low": ci.low, "high": ci.high, "level": ci.level,
+                           "n_resamples": ci.n_resamples, "seed": ci.seed, "method": ci.method,
+                           "n_undefined": ci.n_undefined}
+    path.write_text(json.dumps(data, indent=2))
+    return npz
+
+
+def write_scored(root: Path, base: str, variant: str, task: str, units: np.ndarray, statistic: str = "spearman",
+                 *, n_resamples: int = 1000, seed: int = 0, interval: bool = True, **kwargs: Any) -> Path:
+    """A result whose main score is the statistic on ``units``, with its units file and records (as a run writes
+    them); ``kwargs`` go to :func:`write_result`."""
+    path = write_result(root, base, variant, task, main_of(units, statistic), **kwargs)
+    write_units(path, units, statistic, n_resamples=n_resamples, seed=seed, interval=interval)
+    return path

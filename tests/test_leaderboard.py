@@ -1,7 +1,10 @@
 """The reporter: aggregation of a hand-written results folder, each renderer's exact output, reading and errors.
 
-Groups from the cards, presentation (clip, whiten) and the run summary: tests/test_report.py; setups
-(experiment folders): tests/test_report_setups.py."""
+The exact outputs (``EXPECTED_*``) are the tables without intervals (``ci=False``, ``--no-ci``), byte for byte
+what the reporter rendered before it read evaluation units; with them (the default) a folder without units
+gets the same tables plus a note saying why no cell has an interval. Groups from the cards, presentation (clip,
+whiten) and the run summary: tests/test_report.py; setups (experiment folders): tests/test_report_setups.py;
+intervals, tests and seeds: tests/test_report_uncertainty.py."""
 
 from __future__ import annotations
 
@@ -131,29 +134,47 @@ every one of its tasks (compared at two decimals; ties: all listed); each model'
 """ + PROVENANCE_STS
 
 
+NO_UNITS_NOTE = ("- Value alone (no interval, and no test of a difference from raw) in every cell: written before "
+                 "intervals were recorded.\n")
+EXPECTED_MARKDOWN_CI = EXPECTED_MARKDOWN.replace(
+    "gets – (never a mean of the present cells).\n", "gets – (never a mean of the present cells).\n" + NO_UNITS_NOTE
+).replace("model's raw; bold = best in the column over all rows; – = missing, never averaged.\n",
+          "model's raw; bold = best in the column over all rows; – = missing, never averaged.\n" + NO_UNITS_NOTE)
+
+
 def test_markdown_exact(tmp_path: Path) -> None:
-    board = build_leaderboard(read_results(small_case(tmp_path)))
+    """Without intervals: the previous rendering, byte for byte."""
+    board = build_leaderboard(read_results(small_case(tmp_path)), ci=False)
     assert render_markdown(board) == EXPECTED_MARKDOWN
 
 
+def test_markdown_exact_with_intervals_but_no_units(tmp_path: Path) -> None:
+    """Results written before intervals: the same tables, each ranked one with a note saying why it has none."""
+    board = build_leaderboard(read_results(small_case(tmp_path)))
+    assert board.ci and not any(c.low is not None for s in board.sections for t in s.tables for r in t.rows
+                                for c in r.cells)
+    assert render_markdown(board) == EXPECTED_MARKDOWN_CI
+    assert EXPECTED_MARKDOWN_CI.count(NO_UNITS_NOTE) == 2  # the STS table and the comparison; not the diagnostics
+
+
 EXPECTED_CSV = """\
-table,model,revision,variant,tag,column,value,delta_vs_raw,best
-MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,raw,,STS12,72.37,,1
-MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,raw,,STSBenchmark,82.03,,1
-MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,raw,,"mean MTEB-STS (2 tasks, cosine Spearman)",77.20,,1
-MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,abtt,,STS12,72.37,0.00,1
-MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,abtt,,STSBenchmark,,,0
-MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,abtt,,"mean MTEB-STS (2 tasks, cosine Spearman)",,,0
-MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,whiten,,STS12,65.47,-6.90,0
-MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,whiten,,STSBenchmark,79.93,-2.10,0
-MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,whiten,,"mean MTEB-STS (2 tasks, cosine Spearman)",72.70,-4.50,0
-isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,raw,,sentence I(W),0.7666,,0
-isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,raw,,sentence IsoScore,0.2772,,0
-isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,abtt,,sentence I(W),,,0
-isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,abtt,,sentence IsoScore,,,0
-isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,whiten,,sentence I(W),,,0
-isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,whiten,,sentence IsoScore,1.0000,+0.7228,0
-"best variant of each model by mean MTEB-STS (2 tasks, cosine Spearman)",org/alpha,0123456789abcdef0123456789abcdef01234567,raw,best,"mean MTEB-STS (2 tasks, cosine Spearman)",77.20,,1
+table,model,revision,variant,tag,column,value,delta_vs_raw,best,check
+MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,raw,,STS12,72.37,,1,verified
+MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,raw,,STSBenchmark,82.03,,1,verified
+MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,raw,,"mean MTEB-STS (2 tasks, cosine Spearman)",77.20,,1,verified
+MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,abtt,,STS12,72.37,0.00,1,verified
+MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,abtt,,STSBenchmark,,,0,
+MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,abtt,,"mean MTEB-STS (2 tasks, cosine Spearman)",,,0,
+MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,whiten,,STS12,65.47,-6.90,0,verified
+MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,whiten,,STSBenchmark,79.93,-2.10,0,verified
+MTEB STS: main score × 100 (cosine Spearman),org/alpha,0123456789abcdef0123456789abcdef01234567,whiten,,"mean MTEB-STS (2 tasks, cosine Spearman)",72.70,-4.50,0,verified
+isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,raw,,sentence I(W),0.7666,,0,verified
+isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,raw,,sentence IsoScore,0.2772,,0,verified
+isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,abtt,,sentence I(W),,,0,
+isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,abtt,,sentence IsoScore,,,0,
+isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,whiten,,sentence I(W),,,0,
+isotropy diagnostics: Isotropy-STSB,org/alpha,0123456789abcdef0123456789abcdef01234567,whiten,,sentence IsoScore,1.0000,+0.7228,0,verified
+"best variant of each model by mean MTEB-STS (2 tasks, cosine Spearman)",org/alpha,0123456789abcdef0123456789abcdef01234567,raw,best,"mean MTEB-STS (2 tasks, cosine Spearman)",77.20,,1,verified
 """  # noqa: E501
 
 EXPECTED_LATEX = r"""% iso-bench leaderboard; needs \usepackage{booktabs}
@@ -251,20 +272,27 @@ Other columns show the same variants (not each column's best); (+d) / ($-$d) = d
 
 
 def test_csv_exact(tmp_path: Path) -> None:
-    assert render_csv(build_leaderboard(read_results(small_case(tmp_path)))) == EXPECTED_CSV
+    assert render_csv(build_leaderboard(read_results(small_case(tmp_path)), ci=False)) == EXPECTED_CSV
+    with_ci = render_csv(build_leaderboard(read_results(tmp_path))).splitlines()
+    ci_columns = ",low,high,sd_seeds,delta_low,delta_high,p_value,q_value,significant"
+    assert with_ci == [EXPECTED_CSV.splitlines()[0] + ci_columns] + [line + ",,,,,,,," for line in
+                                                                    EXPECTED_CSV.splitlines()[1:]]
 
 
 def test_latex_exact(tmp_path: Path) -> None:
-    assert render_latex(build_leaderboard(read_results(small_case(tmp_path)))) == EXPECTED_LATEX
+    assert render_latex(build_leaderboard(read_results(small_case(tmp_path)), ci=False)) == EXPECTED_LATEX
+    with_ci = render_latex(build_leaderboard(read_results(tmp_path)))
+    assert with_ci.replace(NO_UNITS_NOTE[2:-1] + "\\\\\n", "") == EXPECTED_LATEX  # no low/high columns: no interval
 
 
 def test_same_bytes_whatever_the_order_or_place(tmp_path: Path) -> None:
     """Two renders, files written in the opposite order, another folder: the same bytes in every format."""
-    one = build_leaderboard(read_results(small_case(tmp_path / "a")))
-    two = build_leaderboard(read_results(small_case(tmp_path / "somewhere" / "else", reverse=True)))
-    shuffled = build_leaderboard(list(reversed(read_results(tmp_path / "a"))))
-    for render in (render_markdown, render_csv, render_latex):
-        assert render(one) == render(two) == render(shuffled) == render(one)
+    for ci in (True, False):
+        one = build_leaderboard(read_results(small_case(tmp_path / f"a{ci}")), ci)
+        two = build_leaderboard(read_results(small_case(tmp_path / "somewhere" / f"else{ci}", reverse=True)), ci)
+        shuffled = build_leaderboard(list(reversed(read_results(tmp_path / f"a{ci}"))), ci)
+        for render in (render_markdown, render_csv, render_latex):
+            assert render(one) == render(two) == render(shuffled) == render(one)
 
 
 def test_missing_cell_never_enters_a_mean(tmp_path: Path) -> None:
@@ -282,7 +310,7 @@ def test_models_compared(tmp_path: Path) -> None:
         write_result(tmp_path, "org/beta", variant, "STS12", sts12)
         write_result(tmp_path, "org/beta", variant, "STSBenchmark", stsb)
     write_result(tmp_path, "org/beta", "center", "WiC", 0.61)
-    board = build_leaderboard(read_results(tmp_path))
+    board = build_leaderboard(read_results(tmp_path), ci=False)
     assert [s.title for s in board.sections] == ["org/alpha", "org/beta", "Models compared"]
     table = board.sections[-1].tables[0]
     assert markdown_table(table).split("\n\nProvenance:")[0] == """\
@@ -363,16 +391,17 @@ def test_write_leaderboard_writes_markdown_and_a_linked_plot(tmp_path: Path) -> 
     png = out.parent / "minilm-org__alpha.png"
     assert write_leaderboard(tmp_path / "in", out) == [out, png]
     text = out.read_text(encoding="utf-8")
-    assert text.startswith(EXPECTED_MARKDOWN.split("## Models compared")[0])
+    assert text.startswith(EXPECTED_MARKDOWN_CI.split("## Models compared")[0])
     assert ("![mean STS score × 100 against sentence IsoScore on Isotropy-STSB, org/alpha @ 0123456789ab]"
             "(minilm-org__alpha.png)") in text
     assert png.read_bytes().startswith(b"\x89PNG") and b"Software" not in png.read_bytes()
     first = png.read_bytes()
     assert write_leaderboard(str(tmp_path / "in"), str(out)) == [out, png]
     assert png.read_bytes() == first and out.read_text(encoding="utf-8") == text
-    assert write_leaderboard(tmp_path / "in", fmt="csv", plot=False) == EXPECTED_CSV
-    assert write_leaderboard(tmp_path / "in") == EXPECTED_MARKDOWN  # no file: no plot, no link
-    assert write_leaderboard(tmp_path / "in", tmp_path / "t.tex", fmt="latex") == [tmp_path / "t.tex"]
+    assert write_leaderboard(tmp_path / "in", fmt="csv", plot=False, ci=False) == EXPECTED_CSV
+    assert write_leaderboard(tmp_path / "in") == EXPECTED_MARKDOWN_CI  # no file: no plot, no link
+    assert write_leaderboard(tmp_path / "in", ci=False) == EXPECTED_MARKDOWN
+    assert write_leaderboard(tmp_path / "in", tmp_path / "t.tex", fmt="latex", ci=False) == [tmp_path / "t.tex"]
     assert (tmp_path / "t.tex").read_text(encoding="utf-8") == EXPECTED_LATEX
 
 

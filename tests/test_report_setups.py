@@ -1,5 +1,6 @@
 """Setups (mteb experiment folders) in the leaderboard: a variant run with two fit corpora, poolings or seeds has a
-row per setup, each with its own scores and means, labelled by what differs; never an average across setups."""
+row per setup, each with its own scores and means, labelled by what differs; never an average across setups. Seeds
+are rows of their own without intervals (``ci=False``); with them, one row (tests/test_report_uncertainty.py)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ def sts(root: Path, variant: str, sts12: float, stsb: float, **kwargs: object) -
 
 
 def table_head(root: Path, section: int = 0) -> str:
-    """The first table of a section, up to its provenance."""
-    return markdown_table(build_leaderboard(read_results(root)).sections[section].tables[0]).split("\n\nProvenance")[0]
+    """The first table of a section (without intervals), up to its provenance."""
+    board = build_leaderboard(read_results(root), ci=False)
+    return markdown_table(board.sections[section].tables[0]).split("\n\nProvenance")[0]
 
 
 def test_one_setup_per_variant_renders_exactly_as_without_setups(tmp_path: Path) -> None:
@@ -47,7 +49,7 @@ def test_one_setup_per_variant_renders_exactly_as_without_setups(tmp_path: Path)
     assert {(r.variant, r.experiment) for r in results} == {
         ("raw", "data_mirror"), ("whiten", "data_mirror__fit_corpus_task"), ("abtt", "data_mirror__fit_corpus_task")}
     assert all(r.file.startswith(f"org__alpha+{r.variant}/{REV}/experiments/{r.experiment}/") for r in results)
-    board = build_leaderboard(results)
+    board = build_leaderboard(results, ci=False)
     assert render_markdown(board) == EXPECTED_MARKDOWN
     assert render_csv(board) == EXPECTED_CSV and render_latex(board) == EXPECTED_LATEX
 
@@ -99,12 +101,12 @@ def test_a_plain_folder_is_its_own_setup(tmp_path: Path) -> None:
 
 
 def test_seeds_are_rows_of_their_own(tmp_path: Path) -> None:
-    """Replicates that differ only in seed: a row each, labelled by seed (in numeric order), never averaged; the
-    model comparison names the best row with its seed."""
+    """Without intervals, replicates that differ only in seed: a row each, labelled by seed (in numeric order), never
+    averaged; the model comparison names the best row with its seed."""
     sts(tmp_path, "raw", 0.70, 0.80)
     for seed, sts12, stsb in ((10, 0.71, 0.80), (0, 0.72, 0.81), (1, 0.74, 0.82)):
         sts(tmp_path, "flow", sts12, stsb, setup={"fit_corpus": "task", "seed": seed})
-    board = build_leaderboard(read_results(tmp_path))
+    board = build_leaderboard(read_results(tmp_path), ci=False)
     rows = board.sections[0].tables[0].rows
     assert [(r.label, [c.value for c in r.cells]) for r in rows] == [
         ("raw", [70.0, 80.0, 75.0]), ("flow [seed=0]", [72.0, 81.0, 76.5]), ("flow [seed=1]", [74.0, 82.0, 78.0]),
@@ -143,7 +145,7 @@ def test_no_raw_row_of_the_same_setup_shows_no_difference(tmp_path: Path) -> Non
     sts(tmp_path, "whiten", 0.72, 0.82, setup={"fit_corpus": "task", "pooling": "cls"})
     table = build_leaderboard(read_results(tmp_path)).sections[0].tables[0]
     assert [c.delta for c in table.rows[-1].cells] == [None, None, None]
-    assert table.notes[-1] == "No raw row of the same setup for whiten: no difference shown."
+    assert "No raw row of the same setup for whiten: no difference shown." in table.notes
 
 
 def test_csv_and_plot_carry_the_row_labels(tmp_path: Path) -> None:
@@ -237,9 +239,12 @@ def test_mteb_writes_and_reads_the_folders_we_read(tmp_path: Path, monkeypatch: 
         assert meta.experiment_name == (experiment_name(setup) if setup else None)
         result = TaskResult.from_task_results(task, {"test": {"default": {"main_score": score}}}, evaluation_time=1)
         cache.save_to_cache(result, meta)
-    rows = build_leaderboard(read_results(tmp_path / "results")).sections[0].tables[0].rows
+    rows = build_leaderboard(read_results(tmp_path / "results"), ci=False).sections[0].tables[0].rows
     assert [(r.label, r.cells[0].value) for r in rows] == [("raw", 80.0), ("flow [seed=0]", 75.0),
                                                            ("flow [seed=1]", 77.0)]
+    rows = build_leaderboard(read_results(tmp_path / "results")).sections[0].tables[0].rows  # seeds merged
+    assert [(r.label, r.cells[0].value, r.cells[0].sd) for r in rows] == [("raw", 80.0, None),
+                                                                          ("flow [seeds 0, 1]", 76.0, 1.41)]
     monkeypatch.chdir(tmp_path)
     exec(readme_snippet(), {})
     assert sorted(capsys.readouterr().out.splitlines()) == [

@@ -57,7 +57,8 @@ def require(model: Any, protocol: type, task: str) -> Any:
 
 class Kind:
     """Base of the task kinds. The mteb task class built from a card provides ``card``, ``metadata``,
-    ``data_dir`` and ``dataset``; a kind implements :meth:`read`, :meth:`fit_texts` and :meth:`score`."""
+    ``data_dir`` and ``dataset``; a kind implements :meth:`read`, :meth:`fit_texts` and :meth:`score`, which
+    also sets :attr:`last_units`."""
 
     card: ClassVar[TaskCard]
     needs_tokens: ClassVar[bool] = False  # fits or measures token vectors (word-level and isotropy kinds)
@@ -65,6 +66,10 @@ class Kind:
     dataset: Any = None
     data_loaded: bool = False
     folder: Path | None = None
+    # What the last ``score`` call leaves for a bootstrap of the main score: an
+    # :class:`iso_bench.instances.Units` (the per-instance values and the statistic that turns them into the
+    # main score), or a string saying why there are none; read by the mteb adapter, never by the scores.
+    last_units: Any = None
 
     def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
         """Read the data once (mteb calls this before evaluating)."""

@@ -51,6 +51,7 @@ class IsotropyKind(Kind):
         for level, X in vectors.items():
             for name, measure in MEASURES.items():
                 scores[f"{level}_{name}"] = float(measure(X))
+        self.last_units = "a diagnostic of the whole vector set: no per-instance units, no interval"
         return scores
 
 

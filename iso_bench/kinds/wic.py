@@ -36,6 +36,7 @@ import numpy as np
 
 from iso_bench.data import DataFormatError
 from iso_bench.files import read_lines
+from iso_bench.instances import Units
 from iso_bench.kinds.base import Kind, WordEncoder, require
 from iso_bench.linalg import paired_cosine
 
@@ -118,8 +119,10 @@ def _char_span(sentence: str, index: int, which: int, where: str) -> tuple[int, 
 def _parse_data_line(line: str, where: str) -> tuple[str, str, int, int, str, str]:
     fields = line.split("\t")
     if len(fields) != 5:
+        names = ("lemma", "POS", "i-j", "sentence 1", "sentence 2")
+        missing = f": {names[len(fields)]} is missing" if len(fields) < len(names) else ""
         raise WiCFormatError(
-            f"{where}: expected 5 tab-separated fields (lemma, POS, i-j, sentence 1, sentence 2), found {len(fields)}"
+            f"{where}: expected 5 tab-separated fields ({', '.join(names)}), found {len(fields)}{missing}"
         )
     lemma, pos, index, s1, s2 = fields
     if not lemma.strip():
@@ -298,7 +301,8 @@ def evaluate_wic(
 
 
 class WiCKind(Kind):
-    """WiC accuracy with a cosine threshold chosen on ``params["threshold_split"]``. Main score: test accuracy."""
+    """WiC accuracy with a cosine threshold chosen on ``params["threshold_split"]``. Main score: test accuracy.
+    Units: each test pair's correctness under that threshold (fixed: a resample redraws test pairs only)."""
 
     needs_tokens = True
 
@@ -320,6 +324,9 @@ class WiCKind(Kind):
             b = variant.word_vectors([p.sentence2 for p in pairs], [p.span2 for p in pairs], name, **where)
             cosines[part], labels[part] = paired_cosine(a, b), labels_of(pairs)
         result = evaluate_wic(cosines, labels, fit_split=self.card.params["threshold_split"])
+        correct = (np.asarray(cosines["test"], np.float64) >= result.threshold) == labels["test"]
+        self.last_units = (Units(correct, "mean") if self.metadata.main_score == "accuracy" else
+                           f"main score {self.metadata.main_score}: only test accuracy has per-pair units here")
         return {"accuracy": result.accuracy["test"], "accuracy_dev": result.accuracy["dev"],
                 "accuracy_train": result.accuracy["train"], "threshold": result.threshold,
                 "threshold_split": result.fit_split, **{f"n_{k}": v for k, v in result.sizes.items()}}

@@ -1,8 +1,10 @@
 """Reporting: results folder -> leaderboard (markdown, CSV, LaTeX, plots); the run summary; outlier reports.
 
 The flow is one way: :mod:`.results` reads the mteb result files (plain and experiment folders), :mod:`.board`
-aggregates them into a table model (a row per variant and setup, :mod:`.setups`; groups from the task cards,
-means, the model comparison; :mod:`.provenance` under every table), :mod:`.tables` and :mod:`.plots` render it.
+aggregates them into a table model (a row per variant and setup, :mod:`.setups`, :mod:`.index`; groups from the
+task cards, means, the model comparison; :mod:`.provenance` under every table; each cell's interval, seed spread
+and paired test against raw from the evaluation units beside the results, :mod:`.units` and
+:mod:`.uncertainty`), :mod:`.tables` and :mod:`.plots` render it.
 No argparse here: the command line calls these functions. Importing this package loads neither torch nor mteb;
 matplotlib only when a plot is drawn.
 
@@ -46,20 +48,28 @@ def render(board: Leaderboard, fmt: str = "markdown") -> str:
 
 
 def write_leaderboard(results_dir: str | Path, output: str | Path | None = None, fmt: str = "markdown",
-                      plot: bool = True) -> list[Path] | str:
+                      plot: bool = True, accept_modified: bool = False, ci: bool = True) -> list[Path] | str:
     """The leaderboard of ``results_dir``: its text when ``output`` is None, else the files written.
 
     With ``output``, markdown also gets one plot per model (``<stem>-<model>.png`` beside ``output``, linked
     from it) unless ``plot`` is False; the paths come back output first, then the plots, sorted. Raises
     :class:`LeaderboardError` (an ``IsoBenchError``: bad input, with the folder or file named) for a missing
-    or empty folder, a malformed result file or an unknown format.
+    or empty folder, a malformed result file or an unknown format, and for a result file whose scores no
+    longer match the digest written with them (edited after its run) unless ``accept_modified``: then it is
+    rendered with its cells marked † and a legend note. Results without a digest are marked ° (unverified).
+
+    With ``ci`` (the default) each score cell shows its 95% interval, each difference from raw its paired test
+    (``*``: significant after Benjamini-Hochberg over the table), and runs that differ only in seed one row of
+    their mean ± standard deviation (:mod:`.uncertainty`); a units file whose bytes no longer match the SHA-256
+    in its record is refused like a modified result (or marked †, without interval, with ``accept_modified``).
+    ``ci=False`` renders the tables without any of it, reading no units file.
 
     >>> write_leaderboard("leaderboards", "leaderboards/leaderboard.md")   # doctest: +SKIP
     [PosixPath('leaderboards/leaderboard.md'), PosixPath('leaderboards/leaderboard-org__model.png')]
     """
     if fmt not in RENDERERS:
         raise LeaderboardError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
-    board = build_leaderboard(read_results(results_dir))
+    board = build_leaderboard(read_results(results_dir, accept_modified), ci, accept_modified)
     if output is None:
         return render(board, fmt)
     out = Path(output)

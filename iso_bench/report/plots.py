@@ -21,38 +21,46 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Plot:
-    """Points ``(row label, x, y)`` per series: a model's isotropy against each of its STS means."""
+    """Points ``(row label, x, y)`` per series: a model's isotropy against each of its STS means.
+
+    ``errors``: per series, per point, the ``(low, high)`` interval of y where its cell shows one, else None;
+    () when no point has one (drawn as vertical error bars).
+    """
 
     title: str
     x_label: str
     y_label: str
     series: tuple[tuple[str, tuple[tuple[str, float, float], ...]], ...]
+    errors: tuple[tuple[tuple[float, float] | None, ...], ...] = ()
 
 
 def plot_data(section: Section) -> Plot | None:
     """What a section's plot shows, read from its tables (so plot and tables agree by construction).
 
     x: the first diagnostics table's sentence IsoScore (else its first column); y: every "mean" column of the
-    ranked tables; a row (a variant in one setup) is a point where both are present. None when there is nothing
-    to plot. IsoScore, not I(W): I(W) is not defined by the vectors alone where the eigenvalues of WᵀW are equal
-    (whitening).
+    ranked tables, with its interval where the cell has one; a row (a variant in one setup) is a point where
+    both are present. None when there is nothing to plot. IsoScore, not I(W): I(W) is not defined by the vectors
+    alone where the eigenvalues of WᵀW are equal (whitening).
     """
     diag = next((t for t in section.tables if any(c.kind == "diagnostic" for c in t.columns)), None)
     if diag is None:
         return None
     j = next((i for i, c in enumerate(diag.columns) if c.key.endswith("/sentence_isoscore")), 0)
     xs = {row.label: row.cells[j].value for row in diag.rows if row.cells[j].value is not None}
-    series = []
+    series, errors = [], []
     for table in section.tables:
         for k, col in enumerate(table.columns):
-            points = tuple((row.label, xs[row.label], row.cells[k].value) for row in table.rows
-                           if col.kind == "mean" and row.label in xs and row.cells[k].value is not None)
-            series += [(col.label, points)] if points else []
+            rows = [row for row in table.rows
+                    if col.kind == "mean" and row.label in xs and row.cells[k].value is not None]
+            if rows:
+                series.append((col.label, tuple((row.label, xs[row.label], row.cells[k].value) for row in rows)))
+                errors.append(tuple(None if (c := row.cells[k]).low is None else (c.low, c.high) for row in rows))
     if not series:
         return None
     task = diag.columns[j].key.rsplit("/", 1)[0]
-    return Plot(f"{section.title} @ {diag.rows[0].revision[:12]}",
-                f"{diag.columns[j].label} on {task}", "mean STS score × 100", tuple(series))  # type: ignore[arg-type]
+    shown = tuple(errors) if any(e is not None for es in errors for e in es) else ()
+    return Plot(f"{section.title} @ {diag.rows[0].revision[:12]}",  # type: ignore[arg-type]
+                f"{diag.columns[j].label} on {task}", "mean STS score × 100", tuple(series), shown)
 
 
 def _pyplot() -> Any:
@@ -91,15 +99,22 @@ def write_plots(board: Leaderboard, folder: str | Path, stem: str) -> dict[str, 
 def _draw(plt: Any, plot: Plot, path: Path) -> None:
     with plt.rc_context({"font.size": 9}):
         fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
-        for (label, points), marker in zip(plot.series, "os^Dv<>p", strict=False):
-            ax.scatter([p[1] for p in points], [p[2] for p in points], marker=marker, label=label)
+        for k, ((label, points), marker) in enumerate(zip(plot.series, "os^Dv<>p", strict=False)):
+            dots = ax.scatter([p[1] for p in points], [p[2] for p in points], marker=marker, label=label)
+            bars = [(x, y, e) for (_, x, y), e in zip(points, plot.errors[k] if plot.errors else (), strict=False)
+                    if e is not None]
+            if bars:  # the interval of y: asymmetric, from the percentile bootstrap
+                ax.errorbar([b[0] for b in bars], [b[1] for b in bars], fmt="none", capsize=2, linewidth=0.8,
+                            ecolor=dots.get_facecolor()[0], yerr=[[b[1] - b[2][0] for b in bars],
+                                                                  [b[2][1] - b[1] for b in bars]])
             # variants at the same point (e.g. clip that zeroed nothing, and raw) share one label
             labels: dict[tuple[float, float], list[str]] = {}
             for variant, x, y in points:
                 labels.setdefault((x, y), []).append(variant)
             for (x, y), variants in labels.items():
                 ax.annotate(", ".join(variants), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=8)
-        ax.set(xlabel=plot.x_label, ylabel=plot.y_label, title=plot.title)
+        y_label = plot.y_label + ("\n(bars: the interval shown in the table)" if plot.errors else "")
+        ax.set(xlabel=plot.x_label, ylabel=y_label, title=plot.title)
         ax.margins(x=0.15, y=0.1)
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)

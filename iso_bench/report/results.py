@@ -4,7 +4,9 @@ and ``<model>/<revision>/experiments/<experiment>/<Task>.json`` for a variant ru
 Plain ``json``, no mteb import. A model name is ``<base model>+<method spec>``; the base is the part before
 the last ``+``. Each task result file becomes one :class:`Result`: its main score, every metric of its main
 entry, the ``iso_bench`` provenance record the runner wrote into it, and its setup: the ``experiment_kwargs``
-of its experiment folder's ``model_meta.json`` (fit corpus, seed, pooling, ...), ``{}`` for a plain folder.
+of its experiment folder's ``model_meta.json`` (fit corpus, seed, pooling, ...), ``{}`` for a plain folder;
+and its :attr:`Result.check`: whether its scores still match the digest written with them
+(:func:`iso_bench.result_files.check_entry`). A modified result is refused unless ``accept_modified``.
 
 >>> sorted({r.task for r in read_results("results")})         # doctest: +SKIP
 ['STS12', 'STSBenchmark']
@@ -22,6 +24,7 @@ from typing import Any
 
 from iso_bench.registry import IsoBenchError
 from iso_bench.report.setups import SetupKey, setup_key
+from iso_bench.result_files import MODIFIED, UNVERIFIED, VERIFIED, check_entry
 
 META = "model_meta.json"
 
@@ -47,6 +50,16 @@ class Result:
     dataset_revision: str | None = None
     setup: Mapping[str, Any] = field(default_factory=dict)  # experiment kwargs; {} for a plain folder
     experiment: str = ""  # the experiment folder's name; "" for a plain folder
+    check: str = UNVERIFIED  # VERIFIED, MODIFIED (a score entry no longer matches its digest) or UNVERIFIED (no digest)
+    path: Path | None = None  # the result file, as found under the folder given (its units file lies beside it)
+    subsets: tuple[Mapping[str, Any], ...] = ()  # the iso_bench record of every entry (subset) of its split
+    units_check: str = ""  # MODIFIED when a units file no longer matches the sha256 recorded for it, else ""
+
+    @property
+    def state(self) -> str:
+        """The mark the result's cells get: MODIFIED when its scores or its units were changed after its run,
+        else its :attr:`check`."""
+        return MODIFIED if MODIFIED in (self.check, self.units_check) else self.check
 
     @property
     def setup_key(self) -> SetupKey:
@@ -74,7 +87,7 @@ def split_model_name(name: str) -> tuple[str, str]:
     return (base, spec) if plus and base and spec else (name, "(as is)")
 
 
-def read_results(results_dir: str | Path) -> list[Result]:
+def read_results(results_dir: str | Path, accept_modified: bool = False) -> list[Result]:
     """Every task result under ``results_dir/results/`` (or under ``results_dir`` itself), sorted.
 
     Plain folders (``<model>/<revision>/<Task>.json``) and experiment folders
@@ -82,7 +95,9 @@ def read_results(results_dir: str | Path) -> list[Result]:
     the setup) alike. Raises :class:`LeaderboardError` naming the folder or the file when the folder is
     missing or holds no result, a file is not a task result (bad JSON, no ``task_name``, ``scores`` or
     ``main_score``), an experiment folder has no readable setup, or two files hold the same task of the
-    same model, revision, variant and setup.
+    same model, revision, variant and setup; or when a file's scores no longer match the digest written with
+    them (edited after its run) and ``accept_modified`` is false. With it, such a result comes back with
+    ``check == "modified"``, to be shown marked. A result without a digest is ``"unverified"``, never refused.
 
     >>> sorted({r.task for r in read_results("results")})         # doctest: +SKIP
     ['STS12', 'STSBenchmark']
@@ -92,7 +107,7 @@ def read_results(results_dir: str | Path) -> list[Result]:
         raise LeaderboardError(f"{root}: no such results folder")
     top = root / "results" if (root / "results").is_dir() else root
     files = sorted(p for pattern in ("*/*/*.json", "*/*/experiments/*/*.json") for p in top.glob(pattern)
-                   if p.name != META)
+                   if p.name != META and not p.name.startswith("."))  # hidden: a write never finished
     if not files:
         raise LeaderboardError(f"{root}: no result files (expected {top}/<model>/<revision>/<task>.json)")
     names: dict[Path, str] = {}
@@ -105,7 +120,19 @@ def read_results(results_dir: str | Path) -> list[Result]:
             raise LeaderboardError(f"{path}: a second result for {r.task} of {r.base}+{r.variant}{setup} "
                                    f"(first: {seen[key].file})")
         seen[key] = r
+    modified = sorted(r.file for r in seen.values() if r.check == MODIFIED)
+    if modified and not accept_modified:
+        raise _modified_error(top, modified)
     return [seen[k] for k in sorted(seen)]
+
+
+def _modified_error(top: Path, files: list[str]) -> LeaderboardError:
+    """The refusal of results whose scores no longer match their digests: the first file, then the others."""
+    more = f" (and {len(files) - 1} more: {', '.join(files[1:6])}{', ...' * (len(files) > 6)})" if files[1:] else ""
+    return LeaderboardError(
+        f"{top / files[0]}: its scores no longer match the digest written with them (iso_bench.scores_sha256), so "
+        f"the file was changed after its run{more}. Run it again (iso-bench run ... --overwrite), or pass "
+        "--accept-modified (accept_modified=True) to render it, marked † as modified")
 
 
 def _where(path: Path, top: Path, names: dict[Path, str]) -> tuple[str, str, str, dict[str, Any], str]:
@@ -181,6 +208,15 @@ def _parse(path: Path, rel: str, base: str, variant: str, revision: str, setup: 
         day = datetime.fromtimestamp(stamp, tz=timezone.utc).date().isoformat()
     elif isinstance(stamp, str) and len(stamp) >= 10 and stamp[4] == stamp[7] == "-":
         day = stamp[:10]
+    subsets = tuple(e["iso_bench"] if isinstance(e.get("iso_bench"), dict) else {} for e in entries)
     return Result(rel, base, variant, revision, task, main if math.isfinite(main) else None, entry, record,
                   None if version is None else str(version), day, None if dataset is None else str(dataset),
-                  setup, experiment)
+                  setup, experiment, _check(splits), path, subsets)
+
+
+def _check(splits: dict[str, Any]) -> str:
+    """The file's :attr:`Result.check`: modified when any score entry is, else unverified when any is, else
+    verified."""
+    found = {check_entry(e) for entries in splits.values() if isinstance(entries, list)
+             for e in entries if isinstance(e, dict)}
+    return next((c for c in (MODIFIED, UNVERIFIED) if c in found), VERIFIED)

@@ -1,9 +1,10 @@
 """A result's setup: the mteb ``experiment_kwargs`` of the folder it was read from (fit corpus, seed,
 pooling, layer, data source, fit sample); ``{}`` for a result written before setups were recorded.
 
-A setup is part of a row's identity: two setups of one variant are two rows, never averaged, and results
-that differ only in seed are replicates shown as rows of their own. This module gives a setup its hashable
-key and order, the label that tells one variant's rows apart, and the raw row a row is compared with.
+A setup is part of a row's identity: two setups of one variant are two rows, never averaged. Results that
+differ only in seed are replicates: rows of their own in the tables without intervals, one row of their mean
+(:func:`merge_replicates`, labelled ``seeds 0-2``) in the tables with them. This module gives a setup its
+hashable key and order, the label that tells one variant's rows apart, and the raw row a row is compared with.
 
 >>> key = setup_key({"seed": 0, "fit_corpus": "train"})
 >>> key
@@ -97,16 +98,68 @@ def raw_reference(key: SetupKey, raws: Sequence[SetupKey]) -> SetupKey | None:
     return best[0] if len(best) == 1 else None
 
 
+def _unseeded(key: SetupKey) -> SetupKey:
+    return tuple(pair for pair in key if pair[0] != "seed")
+
+
 def replicates(key: SetupKey, keys: Sequence[SetupKey]) -> list[SetupKey]:
     """The other setups among ``keys`` that differ from ``key`` only in seed: replicates of one setup.
 
     >>> replicates(setup_key({"seed": 0}), [setup_key({"seed": 0}), setup_key({"seed": 1}), ()])
     [(('seed', '1'),)]
     """
-    def unseeded(k: SetupKey) -> SetupKey:
-        return tuple(pair for pair in k if pair[0] != "seed")
-
-    if unseeded(key) == key:
+    if _unseeded(key) == key:
         return []
-    return [k for k in keys if k != key and unseeded(k) == unseeded(key) and unseeded(k) != k]
+    return [k for k in keys if k != key and _unseeded(k) == _unseeded(key) and _unseeded(k) != k]
+
+
+def merge_replicates(keys: Sequence[SetupKey]) -> list[tuple[SetupKey, ...]]:
+    """``keys`` (one variant's setups, in :func:`setup_order`) grouped: the setups that differ only in seed form
+    one group, in seed order; every other setup is a group of its own. Groups come in the order of their first
+    setup.
+
+    >>> [len(g) for g in merge_replicates([setup_key({"seed": s}) for s in (0, 1, 2)] + [()])]
+    [3, 1]
+    """
+    groups: dict[SetupKey, list[SetupKey]] = {}
+    for key in keys:
+        groups.setdefault(_unseeded(key) + (("seed", "*"),) if _unseeded(key) != key else key, []).append(key)
+    return [tuple(g) for g in groups.values()]
+
+
+def seeds_text(group: Sequence[SetupKey]) -> str:
+    """The seeds of a group of replicates as a label shows them: ``seeds 0-2`` for a run of consecutive whole
+    numbers, else listed (``seeds 0, 1, 10``).
+
+    >>> seeds_text([setup_key({"seed": s}) for s in (0, 1, 2)]), seeds_text([setup_key({"seed": s}) for s in (0, 7)])
+    ('seeds 0-2', 'seeds 0, 7')
+    """
+    values = [json.loads(dict(key)["seed"]) for key in group]
+    whole = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    if whole and len(values) > 2 and values == list(range(values[0], values[0] + len(values))):
+        return f"seeds {values[0]}-{values[-1]}"
+    return "seeds " + ", ".join(_show("seed", json.dumps(v)) for v in values)
+
+
+def group_labels(groups: Sequence[Sequence[SetupKey]]) -> list[str]:
+    """The label of each group of :func:`merge_replicates`: a single setup as :func:`setup_labels` labels it
+    among the groups; a group of replicates by what else differs, then its seeds (``fit_corpus=train, seeds
+    0-2``; ``seeds 0-2`` when nothing else differs).
+
+    >>> group_labels(merge_replicates([setup_key({"fit_corpus": c, "seed": s}) for c in ("task", "train")
+    ...                                for s in (0, 1)]))
+    ['fit_corpus=task, seeds 0, 1', 'fit_corpus=train, seeds 0, 1']
+    """
+    marks = [json.dumps(f"\0{i}") for i in range(len(groups))]  # a seed no setup has: one per group
+    reps = [g[0] if len(g) == 1 else tuple(sorted(_unseeded(g[0]) + (("seed", mark),)))
+            for g, mark in zip(groups, marks, strict=True)]
+    labels = setup_labels(reps)
+    out = []
+    for group, rep, mark in zip(groups, reps, marks, strict=True):
+        label = labels[rep]
+        if len(group) > 1:
+            parts = [part for part in label.split(", ") if part and part != f"seed={json.loads(mark)}"]
+            label = ", ".join([*parts, seeds_text(group)])
+        out.append(label)
+    return out
 

@@ -2,7 +2,14 @@
 ``iso-bench run``; the markdown of an outlier report.
 
 Pure functions of their input, so the same results always give the same bytes. Numbers are formatted once
-(:func:`format_cell`), with the same rules in every format.
+(:func:`format_cell`), with the same rules in every format. A cell computed from a modified or unverified
+result is followed by its mark (:data:`iso_bench.report.marks.MARKS`: ``†``, ``°``; LaTeX ``$^\\dagger$``,
+``$^{\\circ}$``), outside its bold; CSV gives it in a column of its own, ``check``.
+
+A board with intervals (``Leaderboard.ci``) shows a cell as ``82.03 [81.21, 82.84] (+1.62)*``: the interval in
+brackets (LaTeX: in ``low`` and ``high`` columns after the column; CSV: columns of their own, with the test's
+bounds, p and q), a merged row's spread as ``± 0.27`` after the value, and ``*`` (outside the bold) after a
+difference from raw that stays significant over the table.
 
 >>> board = build_leaderboard(read_results("results"))          # doctest: +SKIP
 >>> text = render_markdown(board)                              # doctest: +SKIP
@@ -18,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from iso_bench.report.board import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Table
+from iso_bench.report.marks import MARKS
 from iso_bench.report.plots import plot_data
+from iso_bench.result_files import VERIFIED
 
 if TYPE_CHECKING:
     from iso_bench.outliers import OutlierReport
@@ -52,12 +61,17 @@ def format_delta(delta: float, fmt: str, minus: str = MINUS, zero: str = "±") -
     return f"{'+' if delta > 0 else minus}{text}"
 
 
-def format_cell(cell: Cell, column: Column, minus: str = MINUS) -> str:
+def format_cell(cell: Cell, column: Column, minus: str = MINUS, bounds: bool = True) -> str:
     """``82.03``, ``79.93 (−2.10)`` or ``–`` (missing or withheld), without emphasis (each renderer adds its own
-    bold)."""
+    bold); with what the cell carries: ``78.52 ± 0.27 [77.90, 79.10] (−2.10)`` (the interval only with
+    ``bounds``)."""
     if cell.value is None:
         return MISSING
     text = format_number(cell.value, column.fmt, minus)
+    if cell.sd is not None:
+        text += f" ± {format_number(cell.sd, column.fmt, minus)}"
+    if bounds and cell.low is not None and cell.high is not None:
+        text += f" [{format_number(cell.low, column.fmt, minus)}, {format_number(cell.high, column.fmt, minus)}]"
     return text if cell.delta is None else f"{text} ({format_delta(cell.delta, column.fmt, minus)})"
 
 
@@ -67,17 +81,35 @@ def _label(row: Row, attr: str) -> str:
     return row.revision[:12] if attr == "revision" else getattr(row, attr)
 
 
-def _grid(table: Table, bold: Callable[[str], str], minus: str, escape: Callable[[str], str]) -> list[list[str]]:
+def _bounded(table: Table) -> list[bool]:
+    """Which columns show an interval of at least one cell."""
+    return [any(row.cells[j].low is not None for row in table.rows) for j in range(len(table.columns))]
+
+
+def _grid(table: Table, bold: Callable[[str], str], minus: str, escape: Callable[[str], str], star: str = "*",
+          split: bool = False) -> list[list[str]]:
+    """The cells as text; ``split``: an interval in ``low`` and ``high`` cells of its own after its cell."""
+    def shown(c: Cell, col: Column) -> str:
+        text = escape(format_cell(c, col, minus, bounds=not split))
+        return (bold(text) if c.best else text) + (star if c.significant else "") + escape(MARKS.get(c.mark, ""))
+
+    def bounds(c: Cell, col: Column) -> list[str]:
+        return ["" if v is None else escape(format_number(v, col.fmt, minus)) for v in (c.low, c.high)]
+
+    wide = _bounded(table) if split else [False] * len(table.columns)
     return [[escape(_label(row, a)) for a in table.labels]
-            + [bold(escape(format_cell(c, col, minus))) if c.best else escape(format_cell(c, col, minus))
-               for c, col in zip(row.cells, table.columns, strict=True)] for row in table.rows]
+            + [text for c, col, w in zip(row.cells, table.columns, wide, strict=True)
+               for text in [shown(c, col), *(bounds(c, col) if w else [])]] for row in table.rows]
 
 
-def _tabulate(table: Table, fmt: str, bold: Callable[[str], str], minus: str, escape: Callable[[str], str]) -> str:
-    headers = [escape(h) for h in (*table.labels, *(c.label for c in table.columns))]
-    align = ("left",) * len(table.labels) + ("right",) * len(table.columns)
-    return tabulate(_grid(table, bold, minus, escape), headers=headers, tablefmt=fmt, disable_numparse=True,
-                    colalign=align)
+def _tabulate(table: Table, fmt: str, bold: Callable[[str], str], minus: str, escape: Callable[[str], str],
+              star: str = "*", split: bool = False) -> str:
+    wide = _bounded(table) if split else [False] * len(table.columns)
+    labels = [name for c, w in zip(table.columns, wide, strict=True) for name in [c.label, *(["low", "high"] * w)]]
+    headers = [escape(h) for h in (*table.labels, *labels)]
+    align = ("left",) * len(table.labels) + ("right",) * len(labels)
+    return tabulate(_grid(table, bold, minus, escape, star, split), headers=headers, tablefmt=fmt,
+                    disable_numparse=True, colalign=align)
 
 
 def _md_escape(text: str) -> str:
@@ -86,7 +118,7 @@ def _md_escape(text: str) -> str:
 
 def markdown_table(table: Table) -> str:
     """One table in GitHub markdown (tabulate's "pipe"), then its notes and its provenance, as lists."""
-    out = [_tabulate(table, "pipe", lambda s: f"**{s}**", MINUS, _md_escape), ""]
+    out = [_tabulate(table, "pipe", lambda s: f"**{s}**", MINUS, _md_escape, "\\*"), ""]
     out += [f"- {n}" for n in table.notes] + ["", "Provenance:", ""]
     for name, values in table.provenance:
         if len(values) == 1:
@@ -120,45 +152,71 @@ def _md_value(name: str, value: str) -> str:
 
 
 def render_csv(board: Leaderboard) -> str:
-    """One line per cell (tidy): table, model, revision, variant, tag, column, value, delta_vs_raw, best.
+    """One line per cell (tidy): table, model, revision, variant, tag, column, value, delta_vs_raw, best, check.
 
     ``variant`` is the row's label: ``whiten``, or ``whiten [fit_corpus=train]`` where a variant has several
-    setups (:mod:`.setups`).
+    setups (:mod:`.setups`). A board with intervals adds :data:`CI_COLUMNS`: the interval, the standard
+    deviation across seeds of a merged row, the paired test of the difference from raw (its interval, p and
+    q-value) and whether it is significant (1/0; empty where untested).
 
     Numbers as shown in markdown but plain (ASCII minus, no ``±``), so ``float()`` reads them; an empty
     value is a missing result, or one withheld (I(W) of whitened vectors). Notes and provenance stay in the
-    markdown and LaTeX outputs.
+    markdown and LaTeX outputs. ``check`` is ``verified``, ``modified`` (a result the value is computed from
+    no longer matches its digest) or ``unverified`` (one has no digest); empty where the value is.
     """
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["table", "model", "revision", "variant", "tag", "column", "value", "delta_vs_raw", "best"])
+    writer.writerow(["table", "model", "revision", "variant", "tag", "column", "value", "delta_vs_raw", "best",
+                     "check", *(CI_COLUMNS if board.ci else ())])
     for section in board.sections:
         for table in section.tables:
             for row in table.rows:
                 for cell, col in zip(row.cells, table.columns, strict=True):
                     value = "" if cell.value is None else format_number(cell.value, col.fmt)
                     delta = "" if cell.delta is None else format_delta(cell.delta, col.fmt, "-", "")
+                    check = "" if cell.value is None else cell.mark or VERIFIED
                     writer.writerow([table.title, row.model, row.revision, row.label, row.tag, col.label,
-                                     value, delta, "1" if cell.best else "0"])
+                                     value, delta, "1" if cell.best else "0", check,
+                                     *(_csv_uncertainty(cell, col) if board.ci else ())])
     return buf.getvalue()
+
+
+CI_COLUMNS = ("low", "high", "sd_seeds", "delta_low", "delta_high", "p_value", "q_value", "significant")
+
+
+def _csv_uncertainty(cell: Cell, col: Column) -> list[str]:
+    """The :data:`CI_COLUMNS` of a cell: its interval, its spread across seeds, its test; empty where none."""
+    def number(v: float | None) -> str:
+        return "" if v is None else format_number(v, col.fmt)
+
+    def prob(v: float | None) -> str:
+        return "" if v is None else f"{v:.6g}"
+
+    return [number(cell.low), number(cell.high), number(cell.sd), number(cell.delta_low), number(cell.delta_high),
+            prob(cell.p), prob(cell.q), "" if cell.q is None else "1" if cell.significant else "0"]
 
 
 _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
           "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", MINUS: "$-$", MISSING: "--",
-          "×": r"$\times$", "±": r"$\pm$", "ᵀ": r"$^\top$"}
+          "×": r"$\times$", "±": r"$\pm$", "ᵀ": r"$^\top$", "†": r"$^\dagger$", "°": r"$^{\circ}$"}
 
 
 def latex_escape(text: str) -> str:
-    r"""Text safe in LaTeX: ``latex_escape("a_b × 2")`` is ``a\_b $\times$ 2``."""
-    return "".join(_LATEX.get(ch, ch) for ch in text)
+    r"""Text safe in LaTeX: ``latex_escape("a_b × 2")`` is ``a\_b $\times$ 2``; two hyphens stay two hyphens
+    (``--flag`` is ``-{}-flag``, not an en dash).
+    """
+    return "".join("-{}" if ch == "-" and text[i + 1:i + 2] == "-" else _LATEX.get(ch, ch)
+                   for i, ch in enumerate(text))
 
 
 def render_latex(board: Leaderboard) -> str:
-    """One ``table`` float per table (booktabs rules), its notes and provenance in small print below."""
+    """One ``table`` float per table (booktabs rules), its notes and provenance in small print below; with
+    intervals, a column that shows any is followed by its ``low`` and ``high`` columns."""
     out = ["% iso-bench leaderboard; needs \\usepackage{booktabs}", ""]
     for section in board.sections:
         for table in section.tables:
-            body = _tabulate(table, "latex_raw", lambda s: f"\\textbf{{{s}}}", MINUS, latex_escape).splitlines()
+            body = _tabulate(table, "latex_raw", lambda s: f"\\textbf{{{s}}}", MINUS, latex_escape, "*",
+                             board.ci).splitlines()
             rules = iter(("\\toprule", "\\midrule", "\\bottomrule"))
             body = [next(rules) if line == "\\hline" else line for line in body]
             caption = latex_escape(f"{section.title}: {table.title}")
@@ -173,7 +231,7 @@ def render_latex(board: Leaderboard) -> str:
 
 def _latex_value(name: str, value: str) -> str:
     if name == "command" and value.startswith("iso-bench"):
-        return f"\\texttt{{{latex_escape(value).replace('--', '-{}-')}}}"
+        return f"\\texttt{{{latex_escape(value)}}}"
     return latex_escape(value)
 
 

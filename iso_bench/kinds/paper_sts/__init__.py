@@ -9,6 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from iso_bench.instances import Units
 from iso_bench.kinds.base import Kind, sentence_vectors
 from iso_bench.kinds.paper_sts.data import load_sts_task
 from iso_bench.kinds.paper_sts.scoring import score_sts
@@ -16,7 +19,8 @@ from iso_bench.linalg import paired_cosine
 
 
 class PaperSTSKind(Kind):
-    """One SentEval STS task (``params["senteval_name"]``). Main score: ``wmean_spearman`` (a fraction)."""
+    """One SentEval STS task (``params["senteval_name"]``). Main score: ``wmean_spearman`` (a fraction).
+    Units: each pair's predicted cosine and gold, stratified by subset for ``wmean``."""
 
     def read(self, folder: Path) -> Any:
         return load_sts_task(folder, self.card.params["senteval_name"])
@@ -39,7 +43,22 @@ class PaperSTSKind(Kind):
         for name, corr in result.subsets.items():
             scores[f"spearman_{name}"] = corr.spearman / 100
             scores[f"n_{name}"] = corr.n
+        self.last_units = self._units(gold, predicted)
         return scores
+
+    def _units(self, gold: dict[str, Any], predicted: dict[str, Any]) -> Units | str:
+        """Per pair: predicted cosine and gold, subsets in order; ``wmean`` resamples within each subset
+        (its strata), ``all`` is one Spearman over every pair."""
+        names = list(gold)
+        units = np.column_stack([np.concatenate([np.asarray(predicted[k], np.float64) for k in names]),
+                                 np.concatenate([np.asarray(gold[k], np.float64) for k in names])])
+        main = self.metadata.main_score
+        if main == "all_spearman":
+            return Units(units, "spearman")
+        if main != "wmean_spearman":
+            return f"main score {main}: only the Spearman aggregates have per-pair units here (no interval)"
+        strata = np.repeat(np.arange(len(names)), [len(gold[k]) for k in names])
+        return Units(units, "wmean", strata=strata, strata_names=tuple(names))
 
 
 KIND = PaperSTSKind

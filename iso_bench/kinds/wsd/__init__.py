@@ -17,14 +17,16 @@ from typing import Any
 import numpy as np
 
 from iso_bench.files import folder_checksum
+from iso_bench.instances import Units
 from iso_bench.kinds.base import Kind, WordEncoder, require
 from iso_bench.kinds.wsd.data import WordNetSenses, framework_paths, load_corpus
-from iso_bench.kinds.wsd.scoring import SenseCentroids, evaluate
+from iso_bench.kinds.wsd.scoring import SenseCentroids, evaluate, instance_outcomes
 
 
 class WSDKind(Kind):
     """1-NN WSD on a framework evaluation set (``params["test_set"]``) with SemCor centroids; WordNet from
-    ``params["wordnet"]`` (a :class:`~iso_bench.data.RawSource`). Main score: F1 on the test set."""
+    ``params["wordnet"]`` (a :class:`~iso_bench.data.RawSource`). Main score: F1 on the test set. Units: each
+    test instance's outcome (:func:`~iso_bench.kinds.wsd.scoring.instance_outcomes`)."""
 
     needs_tokens = True
     wordnet_folder: Path | None = None
@@ -59,8 +61,10 @@ class WSDKind(Kind):
         if not np.isfinite(test_X).all():
             raise ValueError(f"{name}: {int((~np.isfinite(test_X).all(axis=1)).sum())} test instances lie beyond "
                              "the model's max_length; use a model with a longer max_length to score every instance")
-        return _scores(evaluate(test, self.dataset["wordnet"], test_X, centroids),
-                       n_train=int(keep.sum()), n_train_truncated=int((~keep).sum()), n_senses=len(centroids.keys))
+        result = evaluate(test, self.dataset["wordnet"], test_X, centroids)
+        self.last_units = _units(test.gold, result.predictions.keys, self.metadata.main_score)
+        return _scores(result, n_train=int(keep.sum()), n_train_truncated=int((~keep).sum()),
+                       n_senses=len(centroids.keys))
 
     def first_sense_scores(self) -> dict[str, Any]:
         """The WordNet first-sense baseline through the same code, without vectors."""
@@ -71,6 +75,15 @@ class WSDKind(Kind):
 def _texts_and_spans(corpus: Any) -> tuple[list[str], list[tuple[int, int]]]:
     texts = [corpus.sentences[i.sentence_id] for i in corpus.instances]
     return texts, [(i.start, i.end) for i in corpus.instances]
+
+
+def _units(gold: Any, predictions: dict[str, str], main: str) -> Units | str:
+    """Each test instance's correctness (statistic ``mean``: F1 equals it when every instance is answered),
+    or ``[correct, answered]`` with the scorer's F1 (``wsd_f1``) when some instance has no candidate sense."""
+    if main != "f1":
+        return f"main score {main}: only F1 on every test instance has per-instance units here"
+    outcomes = instance_outcomes(gold, predictions)
+    return Units(outcomes[:, :1], "mean") if outcomes[:, 1].all() else Units(outcomes, "wsd_f1")
 
 
 def _scores(result: Any, **extra: Any) -> dict[str, Any]:

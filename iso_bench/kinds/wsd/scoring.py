@@ -82,6 +82,27 @@ def score(gold: Mapping[str, Collection[str]], predictions: Mapping[str, str | C
     return Score(100 * p, 100 * r, 100 * f1, correct, answered, len(gold))
 
 
+def instance_outcomes(gold: Mapping[str, Collection[str]], predictions: Mapping[str, str | Collection[str] | None]
+                      ) -> np.ndarray:
+    """Per gold instance, in ``gold``'s order: ``[correct, answered]``, the share of its answers among its gold
+    keys (0 when unanswered) and 1 when it has an answer, exactly what :func:`score` sums (C and A); so
+    ``F1 = 2C / (N + A)``, which is the mean correctness when every instance is answered.
+
+    Example:
+        >>> instance_outcomes({"a": ["k1"], "b": ["k2", "k3"], "c": ["k4"]}, {"a": "k1", "b": "k1", "c": None})
+        array([[1., 1.],
+               [0., 1.],
+               [0., 0.]])
+    """
+    out = np.zeros((len(gold), 2))
+    for row, (iid, keys) in enumerate(gold.items()):
+        answer = predictions.get(iid)
+        if answer:
+            answers = {answer} if isinstance(answer, str) else set(answer)
+            out[row] = sum(a in keys for a in answers) / len(answers), 1.0
+    return out
+
+
 def score_by_dataset(gold: Mapping[str, Collection[str]], predictions: Mapping[str, str | Collection[str] | None],
                      group: Callable[[str], str] = dataset_of, overall: str = "ALL") -> dict[str, Score]:
     """:func:`score` per dataset (``group`` of each gold id), in order of first appearance, then on everything.

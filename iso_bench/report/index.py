@@ -1,0 +1,181 @@
+"""The results of a leaderboard indexed by row and task: which rows a model has, where each task goes, the raw
+row each row is compared with, and the numbers a cell is computed from.
+
+A row (:class:`Line`) is a variant in one setup (:mod:`.setups`); with ``merge`` the setups of one variant that
+differ only in seed become one row, whose values are the mean over its seeds (never over fewer: a row missing a
+task in any seed misses it). Plain data, no rendering; :mod:`.board` builds the tables from it.
+
+>>> ix = Index(read_results("results"), merge=True)           # doctest: +SKIP
+>>> [line.label for line in ix.lines[ix.models[0]]]           # doctest: +SKIP
+['raw', 'flow [seeds 0-2]']
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from iso_bench.cards import Group, cards, find_card, group_of_type
+from iso_bench.report.marks import worst
+from iso_bench.report.results import Result
+from iso_bench.report.setups import (
+    SetupKey,
+    group_labels,
+    merge_replicates,
+    raw_reference,
+    row_label,
+    setup_labels,
+    setup_order,
+)
+
+
+class Line(NamedTuple):
+    """A row's identity: a variant of a model in one setup; ``shown`` is its setup label ("" when one).
+
+    ``seeds``: the setups of the runs merged into this row (replicates that differ only in seed), () for a row
+    of one setup; ``setup`` is then the first of them.
+    """
+
+    base: str
+    rev: str
+    variant: str
+    setup: SetupKey
+    shown: str = ""
+    seeds: tuple[SetupKey, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return row_label(self.variant, self.shown)
+
+    @property
+    def members(self) -> tuple[SetupKey, ...]:
+        """The setups whose results make this row: its seeds, or its one setup."""
+        return self.seeds or (self.setup,)
+
+
+def variant_order(variants: Iterable[str]) -> list[str]:
+    """Raw first, then the rest sorted: ``['raw', 'abtt', 'whiten']``."""
+    return sorted(set(variants), key=lambda v: (v != "raw", v))
+
+
+def place(task: str, results: Sequence[Result] = ()) -> tuple[Group, str]:
+    """``(group, column label)`` of a task: from its card; without one, from its mteb task type.
+
+    The type is read from the results' records (``task_type``); where none records it, from mteb (imported
+    only then); failing that the task is one of the "other tasks".
+    """
+    card = find_card(task)
+    if card is not None:
+        return card.group, card.column
+    types = sorted({str(r.record["task_type"]) for r in results if r.record.get("task_type")})
+    return group_of_type(types[0] if types else _mteb_type(task)), task
+
+
+def _mteb_type(task: str) -> str | None:
+    try:
+        import mteb
+
+        return str(mteb.get_task(task).metadata.type)
+    except Exception:  # not an mteb task, or mteb cannot load it: the task goes to "other tasks"
+        return None
+
+
+def model_lines(results: Sequence[Result], merge: bool = False) -> list[Line]:
+    """The rows of one model's results: variants raw first, each variant's setups in order, labelled; with
+    ``merge``, a variant's replicates (setups that differ only in seed) as one row."""
+    lines = []
+    for variant in variant_order(r.variant for r in results):
+        keys = sorted({r.setup_key for r in results if r.variant == variant}, key=setup_order)
+        if merge:
+            groups = merge_replicates(keys)
+            lines += [Line(results[0].base, results[0].revision, variant, g[0], label, g if len(g) > 1 else ())
+                      for g, label in zip(groups, group_labels(groups), strict=True)]
+        else:
+            labels = setup_labels(keys)
+            lines += [Line(results[0].base, results[0].revision, variant, k, labels[k]) for k in keys]
+    return lines
+
+
+class Index:
+    """Results by row (:class:`Line`) and task; the task groups present; each model's rows and raw references."""
+
+    def __init__(self, results: Sequence[Result], merge: bool = False) -> None:
+        self.merge = merge
+        self.results = sorted(results, key=lambda r: (r.base, r.revision, r.variant, r.setup_key, r.task))
+        self.by_key = {(r.base, r.revision, r.variant, r.setup_key, r.task): r for r in results}
+        self.models = sorted({(r.base, r.revision) for r in results})
+        self.lines = {m: model_lines([r for r in self.results if (r.base, r.revision) == m], merge)
+                      for m in self.models}
+        self.raw: dict[Line, Line | None] = {}
+        for lines in self.lines.values():
+            raws = {line.setup: line for line in lines if line.variant == "raw"}
+            for line in lines:
+                ref = None if line.variant == "raw" else raw_reference(line.setup, list(raws))
+                self.raw[line] = None if ref is None else raws[ref]
+        present = sorted({r.task for r in results})
+        placed = {t: place(t, [r for r in self.results if r.task == t]) for t in present}
+        self.group = {t: g for t, (g, _) in placed.items()}
+        self.label = {t: label for t, (_, label) in placed.items()}
+        declared = {c.name: i for i, c in enumerate(cards())}
+        self.groups: list[tuple[Group, tuple[str, ...]]] = []
+        for group in sorted(set(self.group.values()), key=lambda g: (g.order, g.key)):
+            mine = [t for t in present if self.group[t] == group]
+            self.groups.append((group, tuple(sorted(mine, key=lambda t: (t not in declared, declared.get(t, 0), t)))))
+
+    def found(self, line: Line | None, task: str | None) -> list[Result]:
+        """The results of every setup of the row on ``task``, seeds in order; [] when any is missing."""
+        if line is None:
+            return []
+        got = [self.by_key.get((line.base, line.rev, line.variant, key, task or "")) for key in line.members]
+        return [r for r in got if r is not None] if all(got) else []
+
+    def get(self, line: Line, task: str | None) -> Result | None:
+        """The row's result on ``task`` (of its first seed where it merges several), or None."""
+        return next(iter(self.found(line, task)), None)
+
+    def score(self, line: Line, task: str) -> float | None:
+        """The main score × 100 (the mean over the row's seeds), or None when missing."""
+        found = self.found(line, task)
+        if not found or any(r.main_score is None for r in found):
+            return None
+        if len(found) == 1:
+            return found[0].main_score * 100  # type: ignore[operator]
+        return math.fsum(r.main_score * 100 for r in found) / len(found)  # type: ignore[operator]
+
+    def mean(self, line: Line | None, tasks: Sequence[str]) -> float | None:
+        """The unweighted mean of ``tasks``, or None when any is missing (never a mean of the present ones)."""
+        values = [None if line is None else self.score(line, t) for t in tasks]
+        return None if any(v is None for v in values) else math.fsum(values) / len(values)  # type: ignore[arg-type]
+
+    def spread(self, line: Line, tasks: Sequence[str]) -> float | None:
+        """The standard deviation (ddof=1) across the row's seeds of their scores × 100 (of their means over
+        ``tasks``); None for a row of one setup or a missing value."""
+        if len(line.members) < 2:
+            return None
+        per_seed = [[r.main_score for r in self.found(line, t)] for t in tasks]
+        if any(len(col) != len(line.members) or None in col for col in per_seed):
+            return None
+        means = [math.fsum(col[i] * 100 for col in per_seed) / len(tasks)  # type: ignore[operator]
+                 for i in range(len(line.members))]
+        return statistics.stdev(means)
+
+    def refs(self, values: Sequence[float | None], lines: Sequence[Line]) -> list[float | None]:
+        """Each row's raw reference value among ``values`` (one per row of ``lines``); None for raw rows."""
+        at = {line: i for i, line in enumerate(lines)}
+        return [None if (ref := self.raw.get(line)) is None or ref not in at else values[at[ref]] for line in lines]
+
+    def marks(self, lines: Sequence[Line], tasks: Sequence[str]) -> list[tuple[str, str]]:
+        """Each row's mark on ``tasks`` ("modified" when any of its results is, else "unverified" when any is,
+        else ""), and that of the raw row its differences are taken from."""
+        def mark(line: Line | None) -> str:
+            return worst(*(r.state for t in tasks for r in self.found(line, t)))
+        return [(mark(line), mark(self.raw.get(line))) for line in lines]
+
+    def unchanged(self, line: Line) -> bool:
+        """Every fit of the row zeroed no dimension (clip that found no outlier): its vectors are raw's."""
+        fits = [f for r in self.results if (r.base, r.revision, r.variant) == line[:3] and r.setup_key in line.members
+                for f in r.fits or [{}]]
+        return bool(fits) and all(isinstance(f.get("learned"), dict) and f["learned"].get("dims_") == []
+                                  for f in fits)

@@ -1,0 +1,330 @@
+"""The result files of iso-bench's variants in mteb's results folder: the digest of every score entry, files
+written whole or not at all, and the repairs a run makes before it evaluates a variant again.
+
+:func:`iso_bench.mteb_plugin.install_result_hook` writes each result of a variant with :func:`sign_scores`
+and :func:`write_result`: every ``iso_bench`` record carries ``scores_sha256`` (:func:`scores_digest` of the
+entry it sits in, as it lies in the file), which the leaderboard recomputes to tell a file edited after its
+run; the task result, ``model_meta.json`` and ``run_settings.jsonl`` are each written through a temporary
+file and a rename, with mteb's own bytes. Before a variant runs again, :func:`ensure_model_meta` and
+:func:`set_aside_garbled` repair what a killed run can leave: a missing or garbled ``model_meta.json``, a result
+file cut short. Beside each result, :func:`write_units_file` keeps its per-instance units (written by
+:func:`iso_bench.instances.write_instances`) and :func:`load_units` reads them back for a bootstrap. Standard
+library at import; numpy and mteb are imported inside the functions that need them.
+
+Example (what a run does before it evaluates a variant again):
+    >>> ensure_model_meta(cache, meta); set_aside_garbled(cache, meta)        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from iso_bench.registry import IsoBenchError
+
+logger = logging.getLogger(__name__)
+
+DIGEST = "scores_sha256"  # the key, in a score entry's iso_bench record, of the digest of the entry's scores
+META_FILE = "model_meta.json"
+GARBLED = ".garbled"  # the suffix of a result file set aside as unreadable
+VERIFIED, MODIFIED, UNVERIFIED = "verified", "modified", "unverified"  # what check_entry finds
+INSTANCES_SUFFIX = ".instances.npz"  # <Task>.instances.npz: the per-instance units beside <Task>.json
+
+
+class InstancesError(IsoBenchError):
+    """A per-instance file that is missing, changed since its record was written, or was never kept."""
+
+
+def scores_digest(entry: Mapping[str, Any]) -> str:
+    """SHA-256 of a score entry without its ``iso_bench`` record, over its canonical JSON (sorted keys, no
+    spaces). Taken from the entry as it lies in the result file, it is the ``scores_sha256`` of the record:
+    the leaderboard recomputes it from the file and so tells a result edited after its run.
+
+    >>> scores_digest({"main_score": 0.5, "iso_bench": {"model": "m"}}) == scores_digest({"main_score": 0.5})
+    True
+    """
+    scores = {k: v for k, v in entry.items() if k != "iso_bench"}
+    return hashlib.sha256(json.dumps(scores, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def check_entry(entry: Mapping[str, Any]) -> str:
+    """Whether a score entry read from a result file is as it was written: :data:`VERIFIED` (its digest
+    matches), :data:`MODIFIED` (it does not: the file was edited after its run) or :data:`UNVERIFIED` (no
+    digest: written before iso-bench recorded one, or not by an iso-bench variant).
+
+    >>> entry = {"main_score": 0.5, "iso_bench": {DIGEST: scores_digest({"main_score": 0.5})}}
+    >>> check_entry(entry), check_entry({**entry, "main_score": 0.99}), check_entry({"main_score": 0.5})
+    ('verified', 'modified', 'unverified')
+    """
+    record = entry.get("iso_bench")
+    digest = record.get(DIGEST) if isinstance(record, Mapping) else None
+    if not isinstance(digest, str):
+        return UNVERIFIED
+    return VERIFIED if digest == scores_digest(entry) else MODIFIED
+
+
+def sign_scores(task_result: Any, record: Mapping[str, Any],
+                extra: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> None:
+    """Give each score entry of ``task_result`` that has no ``iso_bench`` record a copy of ``record`` (with
+    ``extra[(split, hf_subset)]`` added: the entry's own ``instances`` and ``interval`` records, see
+    :func:`iso_bench.instances.write_instances`) and the entry's :func:`scores_digest` as ``scores_sha256``,
+    taken from mteb's own serialisation (which rounds the scores), so that it equals the digest of the entry
+    read back from the file. An entry that has a record keeps it as it is: scores merged from an earlier file
+    keep the digest they were written with (or stay without one)."""
+    fresh = {id(e) for entries in task_result.scores.values() for e in entries if "iso_bench" not in e}
+    if not fresh:
+        return
+    for split, entries in task_result.scores.items():
+        for entry in entries:
+            if id(entry) in fresh:
+                own = (extra or {}).get((split, entry.get("hf_subset", "default")), {})
+                entry["iso_bench"] = {**record, **own}
+    written = json.loads(result_text(task_result))["scores"]
+    for split, entries in task_result.scores.items():
+        for entry, on_disk in zip(entries, written[split], strict=True):
+            if id(entry) in fresh:
+                entry["iso_bench"][DIGEST] = scores_digest(on_disk)
+
+
+class _Memory(io.StringIO):
+    """The "path" :func:`result_text` hands ``TaskResult.to_disk``: it opens as itself, and what is written
+    into it is kept in ``text`` when ``to_disk`` closes it."""
+
+    text = ""
+
+    def open(self, *args: Any, **kwargs: Any) -> _Memory:
+        return self
+
+    def close(self) -> None:
+        if not self.closed:
+            self.text = self.getvalue()
+        super().close()
+
+
+def result_text(task_result: Any) -> str:
+    """The text of ``task_result``'s file, made by mteb's own ``TaskResult.to_disk`` (scores rounded, the date
+    a timestamp) into memory: the file :func:`write_result` writes holds exactly mteb's bytes."""
+    memory = _Memory()
+    task_result.to_disk(memory)
+    return memory.text
+
+
+def meta_text(meta: Any) -> str:
+    """The ``model_meta.json`` of ``meta``, in the form ``ResultCache.save_to_cache`` writes it."""
+    return json.dumps(meta.to_dict(), default=str, indent=4)
+
+
+def write_result(cache: Any, task_result: Any, meta: Any, encode_kwargs: Any = None) -> Path:
+    """Write what ``ResultCache.save_to_cache`` writes for a variant, each file through a temporary file and a
+    rename (:func:`iso_bench.files.atomic_write_text`), so that no reader ever sees a part of one: the
+    folder's ``model_meta.json`` first (where it differs), so that no result lies without it; then the task
+    result (crash-test point ``result-write`` half-way); then the merged ``run_settings.jsonl``. The
+    crash-test point ``between-results`` follows the last. Returns the result file's path."""
+    from iso_bench.faults import fault_point
+    from iso_bench.files import atomic_write_text
+
+    path = result_path(cache, task_result.task_name, meta)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta_path, text = path.parent / META_FILE, meta_text(meta)
+    if not meta_path.is_file() or meta_path.read_bytes() != text.encode("utf-8"):
+        atomic_write_text(meta_path, text)
+    atomic_write_text(path, result_text(task_result), fault="result-write")
+    _write_run_settings(path.parent / "run_settings.jsonl", task_result, encode_kwargs)
+    fault_point("between-results")
+    return path
+
+
+def result_path(cache: Any, task_name: str, meta: Any) -> Path:
+    """Where ``cache`` keeps the result of ``meta`` (a variant's ``ModelMeta``) on ``task_name``:
+    ``<model>/<revision>[/experiments/<setup>]/<task>.json``."""
+    return Path(cache.get_task_result_path(task_name=task_name, model_name=meta))
+
+
+def _write_run_settings(path: Path, task_result: Any, encode_kwargs: Any) -> None:
+    """mteb's run settings of ``task_result`` (a row per split: package versions, encode kwargs, subsets),
+    merged into ``path`` by mteb's own merge in a copy that then replaces it. Nothing where the installed mteb
+    writes no run settings."""
+    import shutil
+    import tempfile
+
+    from mteb.cache import ResultCache
+
+    from iso_bench.files import default_file_mode
+
+    module = sys.modules[ResultCache.__module__]  # where save_to_cache finds these two
+    versions, merge = (getattr(module, n, None) for n in ("_get_package_versions", "_write_and_merge_keyed_json"))
+    if versions is None or merge is None or not task_result.scores:
+        return
+    kwargs = {} if encode_kwargs is None else json.loads(json.dumps(encode_kwargs, default=str))
+    rows = [{"task": task_result.task_name, "splits": [split], "version": versions(), "encode_kwargs": kwargs,
+             "subsets": sorted({e.get("hf_subset", "default") for e in entries})}
+            for split, entries in task_result.scores.items()]
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")  # as atomic_write_bytes
+    os.close(fd)
+    try:
+        if path.is_file():
+            shutil.copyfile(path, tmp)
+        merge(Path(tmp), rows)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, default_file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---- the per-instance units beside a result ---------------------------------------------------------
+# <Task>.instances.npz (np.savez, no pickled objects) holds, per (split, subset) group "<split>/<subset>":
+# "<key>/units" float64 (n, k), "<key>/statistic" 0-d str, "<key>/main_score" float64 (the main score the units
+# give), and "<key>/strata" int64 (n,) with "<key>/strata_names" str (S,) where resampling keeps subsets apart.
+# The score entry's record names the file, its SHA-256 and the group (iso_bench.instances.write_instances).
+
+
+def write_units_file(target: Path, arrays: Mapping[str, Any], kept: list[dict[str, Any]]) -> str | None:
+    """Write the groups ``arrays`` (name -> array) to ``target`` through a temporary file and a rename, with
+    the groups of the file there now that ``kept`` (the ``instances`` records of entries merged from an
+    earlier run) point to, when it is the file they were written with; a record whose file is gone or
+    changed is turned into a reason instead. Returns the SHA-256 of the bytes written, which every record in
+    ``kept`` then carries; ``None`` when there is nothing to write (and nothing is kept: ``target`` is removed)."""
+    import numpy as np
+
+    from iso_bench.files import atomic_write_bytes
+
+    data = target.read_bytes() if kept and target.is_file() else b""
+    old = np.load(io.BytesIO(data), allow_pickle=False) if data else None
+    old_sha = hashlib.sha256(data).hexdigest() if data else None
+    carried: dict[str, Any] = {}
+    for info in kept:
+        names = [n for n in old.files if n.startswith(f"{info.get('key')}/")] if (
+            old is not None and info.get("sha256") == old_sha) else []
+        carried.update({n: old[n] for n in names})
+        if not names:
+            info.clear()
+            info.update(file=None, reason=f"{target.name}, written with this score, was missing or changed when "
+                                          "the task was evaluated again")
+    arrays = {**carried, **arrays}
+    if not arrays:  # no entry keeps units (every kept record was turned into a reason above)
+        target.unlink(missing_ok=True)
+        return None
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    sha = hashlib.sha256(buffer.getvalue()).hexdigest()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(target, buffer.getvalue())
+    for info in kept:
+        if info.get("file"):
+            info["sha256"] = sha
+    return sha
+
+
+def load_units(result_json_path: str | Path, record: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """``(units, statistic, strata)`` of a score entry, from the file its ``iso_bench`` record (or that
+    record's ``instances``) names beside ``result_json_path``: the units (float64, one row per instance), the
+    statistic as :func:`iso_bench.stats.confidence_interval` takes it (a name, or a function for
+    :data:`iso_bench.instances.CUSTOM` ones) and the strata (``None`` where there are none). Raises
+    :class:`InstancesError` naming the file when none was kept, when it is missing, or when its SHA-256 is
+    not the recorded one.
+
+    Example:
+        >>> units, statistic, strata = load_units(path, entry["iso_bench"])              # doctest: +SKIP
+    """
+    import numpy as np
+
+    from iso_bench.instances import statistic_of
+
+    info = record.get("instances", record) if isinstance(record, Mapping) else None
+    result = Path(result_json_path)
+    if not isinstance(info, Mapping) or not info.get("file"):
+        why = info.get("reason") if isinstance(info, Mapping) else None
+        raise InstancesError(f"{result}: no per-instance values were kept for this score ({why or 'no record'})")
+    path = result.parent / info["file"]
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InstancesError(f"{path}: the per-instance file recorded in {result.name} is missing; evaluate "
+                             "the task again (overwriting its result) to write it") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != info.get("sha256"):
+        raise InstancesError(f"{path}: SHA-256 {digest[:12]}... is not the {str(info.get('sha256'))[:12]}... "
+                             f"recorded in {result.name}: the file was changed or belongs to another run")
+    key = info["key"]
+    with np.load(io.BytesIO(data), allow_pickle=False) as found:
+        if f"{key}/units" not in found.files:
+            raise InstancesError(f"{path}: holds no group {key!r} (recorded in {result.name})")
+        strata = found[f"{key}/strata"] if f"{key}/strata" in found.files else None
+        return found[f"{key}/units"], statistic_of(str(found[f"{key}/statistic"])), strata
+
+
+# ---- repairs before a variant runs again ------------------------------------------------------------
+
+
+def variant_folder(cache: Any, meta: Any) -> Path:
+    """The folder of a variant's results in ``cache``: ``<model>/<revision>/`` or, for a variant with a
+    setup, ``<model>/<revision>/experiments/<setup>/``."""
+    return Path(cache.get_task_result_path(task_name="-", model_name=meta)).parent
+
+
+def ensure_model_meta(cache: Any, meta: Any) -> bool:
+    """Rewrite a variant's ``model_meta.json`` (atomically, as mteb writes it) when its results folder exists
+    and the file is missing, not valid JSON, or holds another ``name`` or other ``experiment_kwargs``: what a
+    run killed while mteb wrote it leaves. The leaderboard and mteb read the variant's name and setup from this
+    file. A folder that does not exist yet is left alone (its first result writes the file). Returns whether
+    the file was rewritten."""
+    from iso_bench.files import atomic_write_text
+
+    path = variant_folder(cache, meta) / META_FILE
+    if not path.parent.is_dir():
+        return False
+    text = meta_text(meta)
+    want = json.loads(text)
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        found = None
+    if isinstance(found, dict) and all(found.get(k) == want.get(k) for k in ("name", "experiment_kwargs")):
+        return False
+    atomic_write_text(path, text)
+    logger.warning("%s was missing, unreadable or of another variant: rewritten for %s", path, meta.name)
+    return True
+
+
+def set_aside_garbled(cache: Any, meta: Any, stale_after: float = 60.0) -> list[Path]:
+    """Prepare a variant's results folder for another run: rename each result file that mteb cannot read
+    (cut short, or garbled) to ``<Task>.json.garbled`` (``.garbled-2``, ... when that name is taken), and
+    delete the temporary files (hidden ``.<name>-*.tmp``, older than ``stale_after`` seconds) that an
+    interrupted write left. mteb stops on an unreadable result (``overwrite_strategy="only-missing"`` loads it
+    and raises); set aside, the result is missing, so it is computed and written again. Returns the new paths."""
+    from mteb.results import TaskResult
+
+    folder = variant_folder(cache, meta)
+    if not folder.is_dir():
+        return []
+    for tmp in {*folder.glob(".*.tmp"), *folder.glob(".tmp-*")}:  # iso_bench.files' temporary names, new and old
+        try:
+            if time.time() - tmp.stat().st_mtime > stale_after:
+                tmp.unlink()
+        except FileNotFoundError:  # renamed into place or removed meanwhile by the write that made it
+            pass
+    moved = []
+    for path in sorted(p for p in folder.glob("*.json") if p.name != META_FILE and not p.name.startswith(".")):
+        try:
+            TaskResult.from_disk(path)
+        except Exception as exc:  # noqa: BLE001 - whatever mteb fails on, it would fail on in the run
+            target, n = path.with_name(path.name + GARBLED), 1
+            while target.exists():
+                n += 1
+                target = path.with_name(f"{path.name}{GARBLED}-{n}")
+            path.rename(target)
+            logger.warning("%s is not a readable result (%s): set aside as %s, to be computed again",
+                           path, exc, target.name)
+            moved.append(target)
+    return moved
