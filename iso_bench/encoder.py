@@ -228,7 +228,8 @@ def describe_environment(device: str) -> dict[str, Any]:
     else:
         hardware = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU threads"
     return {"device": device, "hardware": hardware, "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": version("transformers"), "mteb": version("mteb"),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "transformers": version("transformers"), "mteb": version("mteb"),
             "platform": platform.platform(terse=True)}
 
 def _dataset_record(dataset: Any) -> dict[str, Any]:

@@ -32,7 +32,8 @@ def atomic_write_bytes(path: Path, data: bytes | memoryview, *, fault: str | Non
     the old file or the new one, never a part. ``fault`` names the crash-test point
     (:mod:`iso_bench.faults`) reached when half of the bytes are written."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    # ".<name>-XXXX.tmp": no glob for results (*.json) or shards (*.npz) ever matches a half-written file
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             if fault is None:

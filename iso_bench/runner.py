@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import warnings
@@ -43,9 +44,12 @@ class RunConfig:
     fit_corpus: str = "task"  # "task", "train" or a text file
     fit_sample: int | None = None  # fit on a seeded sample of this many texts (huge corpora)
     seed: int = 0
+    seeds: Sequence[int] = ()  # replicates: each seed once, for the variants with randomness (default: (seed,))
     pooling: str | None = None
     layer: int | None = None
     overwrite: bool = False
+    resamples: int = 1000  # bootstrap resamples of each result's 95% interval (recorded with it)
+    threads: int | None = None  # torch CPU threads (None: the idle CPUs); recorded, not part of the identity
     progress: bool = True
     trust_remote_code: bool = False
     command: str | None = None  # the command line that reproduces the run, recorded with the results
@@ -138,8 +142,6 @@ def run(cfg: RunConfig) -> RunSummary:
 def _normalized(cfg: RunConfig) -> RunConfig:
     """A local model folder is named by its absolute path (a relative one would not name the same folder
     for mteb, the cache and the results); the variant names are checked before any work."""
-    import dataclasses
-
     from iso_bench.mteb_plugin import variant_name
 
     folder = Path(cfg.model).expanduser()
@@ -165,13 +167,18 @@ class _Prepared:
 def _prepare(cfg: RunConfig) -> _Prepared:
     """Check every input before any work, load the tasks, and encode every text of every task once."""
     from iso_bench.cache import EmbeddingStore, default_cache_dir
+    from iso_bench.checks import check_device, check_methods, check_results_dir, output_dims, set_threads
     from iso_bench.data import mirror_dir, use_source
     from iso_bench.encoder import base_record
     from iso_bench.fit_corpus import CorpusProvider
-    from iso_bench.methods import make_method
 
     task_names = expand_tasks(cfg.tasks)
-    made = [make_method(m) for m in cfg.methods]  # validates every spec before any work
+    check_results_dir(cfg.results_dir)
+    check_device(cfg.device)
+    set_threads(cfg.threads)
+    dims = output_dims(cfg.model, cfg.revision, trust_remote_code=cfg.trust_remote_code, pooling=cfg.pooling,
+                       layer=cfg.layer)
+    made = check_methods(cfg.methods, dims, cfg.model)  # every spec against the encoder's dimension
     levels = {level for _, level in made}
     mirror_dir(cfg.data_dir)  # validates the mirror folder
     corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed)
@@ -210,19 +217,47 @@ def _encode_all(store: Any, tasks: list[Any], corpus: Any, kinds: tuple[str, ...
 def _run(cfg: RunConfig) -> RunSummary:
     from mteb.cache import ResultCache
 
+    from iso_bench import instances
     from iso_bench.mteb_plugin import install_result_hook
 
     install_result_hook()
+    instances.N_RESAMPLES = cfg.resamples
     started = time.perf_counter()
     run = _prepare(cfg)
     cache = ResultCache(cfg.results_dir)
     summary = RunSummary(cfg.model, run.backbone.revision, [t.metadata.name for t in run.tasks],
                          results_dir=Path(cfg.results_dir) / "results")
+    seeds = list(dict.fromkeys(cfg.seeds)) or [cfg.seed]
     for i, spec in enumerate(cfg.methods, 1):
-        _run_variant(cfg, run, spec, f"variant {i}/{len(cfg.methods)}", cache, summary)
+        replicated = seeds if _seeded(spec, cfg) else seeds[:1]
+        for seed in replicated:
+            position = f"variant {i}/{len(cfg.methods)}" + (f" seed {seed}" if len(replicated) > 1 else "")
+            _run_variant(dataclasses.replace(cfg, seed=seed), run, spec, position, cache, summary,
+                         replicate=len(replicated) > 1)
     summary.encode_stats = dict(run.store.stats)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _seeded(spec: str, cfg: RunConfig) -> bool:
+    """Whether a seed changes the variant's numbers: a method with randomness (a ``seed`` parameter the spec
+    does not fix), or a fitted method on a sampled fit corpus."""
+    from iso_bench.methods import make_method
+
+    method, _ = make_method(spec)
+    random = "seed" in method.param_defaults() and "seed=" not in spec
+    return random or (type(method).fitted and cfg.fit_sample is not None)
+
+
+def _corpus(cfg: RunConfig, run: _Prepared) -> Any:
+    """The fit corpus provider of a seed: the run's own, or (a sampled corpus under another seed) a new one."""
+    if cfg.fit_sample is None or cfg.seed == run.corpus.seed:
+        return run.corpus
+    from iso_bench.fit_corpus import CorpusProvider
+
+    corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed)
+    corpus.add_tasks(run.tasks)
+    return corpus
 
 
 def _variant_meta(cfg: RunConfig, run: _Prepared, spec: str) -> Any:
@@ -251,18 +286,23 @@ def _reset_sampling(task: Any) -> None:
         task.rng_state, task.np_rng = _set_seed(task.seed)
 
 
-def _run_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, cache: Any, summary: RunSummary) -> None:
+def _run_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, cache: Any, summary: RunSummary, *,
+                 replicate: bool = False) -> None:
     """Evaluate one variant on every task; mteb writes each result (with its provenance) into its setup's folder
-    and skips the results that already exist."""
+    and skips the results that already exist. ``replicate``: one of several seeds (named in the summary)."""
     import mteb
     from tqdm.auto import tqdm
 
     from iso_bench.encoder import VariantEncoder
+    from iso_bench.mteb_plugin import ensure_model_meta, set_aside_garbled
 
-    encoder = VariantEncoder(run.store, spec, corpus=run.corpus, seed=cfg.seed)
+    encoder = VariantEncoder(run.store, spec, corpus=_corpus(cfg, run), seed=cfg.seed)
     encoder.base_record, encoder.data_sources = run.base_record, run.sources
     meta = _variant_meta(cfg, run, encoder.spec)
     encoder.mteb_model_meta = meta
+    ensure_model_meta(cache, meta)  # a garbled model_meta.json of an earlier run is rewritten
+    set_aside_garbled(cache, meta)  # a garbled result counts as missing and is computed again
+    label = f"{meta.name} [seed={cfg.seed}]" if replicate else meta.name
     row: dict[str, float | None] = {}
     bar = tqdm(run.tasks, desc=f"{position} {encoder.spec}", unit="task", disable=not cfg.progress, leave=False)
     for task in bar:
@@ -274,10 +314,10 @@ def _run_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, cache
                                overwrite_strategy="always" if cfg.overwrite else "only-missing",
                                show_progress_bar=False, raise_error=False)
         for error in result.exceptions or ():
-            summary.errors.setdefault(meta.name, {})[error.task_name] = error.exception
+            summary.errors.setdefault(label, {})[error.task_name] = error.exception
         for task_result in result.task_results:
             row[name] = task_result.get_score()
         row.setdefault(name, None)
     bar.close()
-    summary.scores[meta.name] = row
-    summary.fit_seconds[meta.name] = encoder.fit_seconds
+    summary.scores[label] = row
+    summary.fit_seconds[label] = encoder.fit_seconds

@@ -14,12 +14,12 @@ from iso_bench.registry import IsoBenchError
 
 OPTIONS = {
     "run": ["--model", "--revision", "--methods", "--tasks", "--results", "--data-dir", "--cache-dir", "--device",
-            "--batch-size", "--fit-corpus", "--seed", "--pooling", "--layer", "--overwrite", "--trust-remote-code",
-            "--no-progress"],
+            "--batch-size", "--threads", "--fit-corpus", "--seed", "--seeds", "--resamples", "--pooling", "--layer",
+            "--overwrite", "--trust-remote-code", "--no-progress"],
     "list": [],
     "leaderboard": ["RESULTS_DIR", "--output", "--format", "--no-plot", "markdown", "csv", "latex"],
     "outliers": ["--model", "--revision", "--layers", "--corpus", "--output", "--top", "--data-dir", "--device",
-                 "--batch-size", "--no-progress"],
+                 "--batch-size", "--threads", "--no-progress"],
 }
 
 

@@ -34,3 +34,40 @@ def test_the_filter_is_attached_to_the_method_loggers_only_during_a_run(monkeypa
     assert runner.run(runner.RunConfig()) == "done"
     assert any(isinstance(f, _Once) for f in seen["filters"])
     assert not any(isinstance(f, _Once) for f in logging.getLogger("iso_bench.methods.whiten").filters)
+
+
+def test_seeds_replicate_only_the_variants_a_seed_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import iso_bench.runner as runner
+
+    calls = []
+
+    class Prepared:
+        tasks, store = [], type("S", (), {"stats": {}})()
+        backbone = type("B", (), {"revision": "r"})()
+
+    monkeypatch.setattr(runner, "_prepare", lambda cfg: Prepared())
+    monkeypatch.setattr("iso_bench.mteb_plugin.install_result_hook", lambda: None)
+    monkeypatch.setattr("mteb.cache.ResultCache", lambda path: None)
+    monkeypatch.setattr(runner, "_run_variant", lambda cfg, run, spec, position, cache, summary, replicate:
+                        calls.append((spec, cfg.seed, replicate, position)))
+    cfg = runner.RunConfig(methods=["raw", "whiten", "flow", "cluster-pca-seed=7"], seeds=[0, 1, 1, 2])
+    runner._run(cfg)
+    assert [(spec, seed, rep) for spec, seed, rep, _ in calls] == [
+        ("raw", 0, False), ("whiten", 0, False),  # nothing random: once
+        ("flow", 0, True), ("flow", 1, True), ("flow", 2, True),  # each distinct seed once
+        ("cluster-pca-seed=7", 0, False),  # the spec fixes its seed
+    ]
+    assert calls[3][3] == "variant 3/4 seed 1"
+    calls.clear()
+    runner._run(runner.RunConfig(methods=["whiten"], seeds=[3, 4], fit_sample=100))  # a sampled corpus: seeded
+    assert [(spec, seed) for spec, seed, _, _ in calls] == [("whiten", 3), ("whiten", 4)]
+
+
+def test_a_sampled_fit_corpus_puts_the_seed_in_the_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    from iso_bench.mteb_plugin import setup_kwargs
+
+    monkeypatch.delenv("ISO_BENCH_DATA_DIR", raising=False)  # a data directory would add "data": "mirror"
+
+    assert setup_kwargs("whiten", seed=3) == {"fit_corpus": "task"}
+    assert setup_kwargs("whiten", seed=3, fit_sample=50) == {"fit_corpus": "task", "fit_sample": 50, "seed": 3}
+    assert setup_kwargs("raw", seed=3, fit_sample=50) == {}

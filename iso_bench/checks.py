@@ -1,0 +1,177 @@
+"""Checks made before any work: the results folder, the device, the thread count and every method spec
+against the encoder's output dimension. Each failure is an :class:`InputError` that names the input and
+says what to do, raised before a model is loaded or a text encoded.
+
+The output dimension comes from what describes the model without loading it: mteb's ``ModelMeta``
+(``embed_dim``) for a model mteb knows, else the model's ``config.json`` (``hidden_size``, or the
+sentence-transformers ``Dense`` layer's output). Where neither can be read the check is left to the fit,
+which refuses the same specs with the same messages.
+
+Example:
+    >>> check_results_dir("/tmp/iso-bench-results")                      # doctest: +SKIP
+    >>> check_methods(["abtt-999999"], "sentence-transformers/all-MiniLM-L6-v2")   # doctest: +SKIP
+    Traceback (most recent call last):
+    iso_bench.methods.base.MethodError: method 'abtt-999999': ...
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from iso_bench.registry import IsoBenchError
+
+logger = logging.getLogger(__name__)
+
+THREADS_ENV = "ISO_BENCH_THREADS"
+
+
+class InputError(IsoBenchError, ValueError):
+    """An argument that cannot work (a results path that is a file, a device this machine lacks, ...)."""
+
+
+# ---- results folder ------------------------------------------------------------------------------------
+def check_results_dir(path: str | Path, flag: str = "--results") -> Path:
+    """Create the results folder if needed and prove it writable (a probe file is written and removed).
+
+    Raises :class:`InputError` when ``path`` is a file, lies under a file, or cannot be written, so that no
+    encode is spent on results that could not be saved.
+    """
+    folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{flag} {path}: is a file, not a folder; give a folder (it is created if missing)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
+            pass
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc}); "
+                         "give a folder you can write to") from None
+    return folder
+
+
+# ---- device and threads --------------------------------------------------------------------------------
+def check_device(device: str | None) -> str | None:
+    """``device`` unchanged when this machine has it (``cpu``, ``cuda``, ``cuda:N``, ``mps``), else
+    :class:`InputError` naming what is available. ``None`` (the default: CUDA when available) passes."""
+    if device is None:
+        return None
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise InputError(f"--device {device!r}: not a device name; use cpu, cuda, cuda:N or mps") from None
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise InputError(f"--device {device}: this machine has no CUDA device (torch {torch.__version__} "
+                             f"{'without' if torch.version.cuda is None else 'with'} CUDA support); use --device cpu")
+        if parsed.index is not None and parsed.index >= count:
+            raise InputError(f"--device {device}: this machine has {count} CUDA device(s), cuda:0 to "
+                             f"cuda:{count - 1}")
+    elif parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError(f"--device {device}: MPS is not available on this machine; use --device cpu")
+    elif parsed.type not in ("cpu", "cuda", "mps"):
+        raise InputError(f"--device {device}: iso-bench runs on cpu, cuda or mps")
+    return device
+
+
+def default_threads() -> int:
+    """The CPU threads torch should use: ``$ISO_BENCH_THREADS`` if set, else the CPUs this process may run
+    on less those already busy (the 1-minute load average), at least 1.
+
+    torch's own default, one thread per core, slows to a crawl when other processes hold those cores
+    (each thread waits for the slowest); counting only idle cores avoids that on a shared machine and
+    takes every core on an idle one.
+    """
+    env = os.environ.get(THREADS_ENV)
+    if env:
+        return _threads_value(env, THREADS_ENV)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        busy = int(os.getloadavg()[0] + 0.5)
+    except OSError:  # no load average on this platform
+        busy = 0
+    return max(1, cpus - busy)
+
+
+def _threads_value(text: str, name: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"{name}={text!r}: not a whole number of threads") from None
+    if value < 1:
+        raise InputError(f"{name}={value}: use at least 1 thread")
+    return value
+
+
+def set_threads(threads: int | None = None) -> int:
+    """Set torch's intra-op CPU threads (``None``: :func:`default_threads`) and return the number used.
+    The count is recorded in the provenance (``environment.torch_threads``) and is no part of a result's
+    identity: it changes the speed, not the vectors beyond float rounding."""
+    import torch
+
+    n = default_threads() if threads is None else _threads_value(str(threads), "--threads")
+    torch.set_num_threads(n)
+    logger.info("torch uses %d CPU thread(s)", n)
+    return n
+
+
+# ---- method specs against the encoder's dimension -------------------------------------------------------
+def output_dims(model: str, revision: str | None = None, *, trust_remote_code: bool = False,
+                pooling: str | None = None, layer: int | None = None) -> dict[str, int]:
+    """``{"sentence": d, "token": d}`` as far as they can be read without loading the model ({} when not).
+
+    The sentence dimension is mteb's ``embed_dim`` when mteb runs the model (no ``pooling``/``layer``
+    override), else the hidden size that iso-bench's pooling gives; token vectors have the hidden size.
+    """
+    dims: dict[str, int] = {}
+    hidden = _hidden_size(model, revision, trust_remote_code)
+    if hidden is not None:
+        dims = {"sentence": hidden, "token": hidden}
+    if pooling is None and layer is None and not Path(model).is_dir():
+        from mteb.models.model_implementations import MODEL_REGISTRY
+
+        meta = MODEL_REGISTRY.get(model)
+        if meta is not None and isinstance(meta.embed_dim, int):
+            dims["sentence"] = meta.embed_dim
+    return dims
+
+
+def _hidden_size(model: str, revision: str | None, trust_remote_code: bool) -> int | None:
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model, revision=revision, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # noqa: BLE001 - not readable here: the fit checks the same specs later
+        logger.debug("no config for %s (%s): method specs are checked at fit time", model, exc)
+        return None
+    for attr in ("hidden_size", "d_model", "n_embd", "dim"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def check_methods(specs: Sequence[str], dims: dict[str, int], model: str) -> list[tuple[Any, str]]:
+    """Build every method of ``specs`` and check it against the model's dimensions; the built
+    ``(method, level)`` pairs come back. A refusal names the model and its dimension."""
+    from iso_bench.methods import MethodError, make_method
+
+    made = []
+    for spec in specs:
+        method, level = make_method(spec)
+        dim = dims.get(level)
+        if dim is not None:
+            try:
+                method.check(dim)
+            except MethodError as exc:
+                given = "" if spec == method.spec else f"{spec}: "  # the spec as typed, then as understood
+                raise type(exc)(f"{given}{exc} ({model} gives {dim}-d {level} vectors)") from None
+        made.append((method, level))
+    return made
