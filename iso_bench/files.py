@@ -13,8 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,32 +29,42 @@ def default_file_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_bytes(path: Path, data: bytes | memoryview, *, fault: str | None = None) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename: a reader sees
-    the old file or the new one, never a part. ``fault`` names the crash-test point
-    (:mod:`iso_bench.faults`) reached when half of the bytes are written."""
+@contextmanager
+def replacing(path: Path, *, copy: bool = False) -> Iterator[Path]:
+    """A temporary file beside ``path`` (``copy``: starting as a copy of it) that replaces ``path`` when the
+    block ends without an error, synced to disk first: a reader sees the old file or the new one, never a
+    part. Its name, ``.<name>-XXXX.tmp``, matches no glob for results (``*.json``) or shards (``*.npz``)."""
     path = Path(path)
-    # ".<name>-XXXX.tmp": no glob for results (*.json) or shards (*.npz) ever matches a half-written file
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as f:
-            if fault is None:
-                f.write(data)
-            else:
-                from iso_bench.faults import fault_point
-
-                half = len(data) // 2
-                f.write(data[:half])
-                f.flush()
-                fault_point(fault)
-                f.write(data[half:])
-            f.flush()
+        if copy and path.is_file():
+            shutil.copyfile(path, tmp)
+        yield tmp
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.chmod(tmp, default_file_mode())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes | memoryview, *, fault: str | None = None) -> None:
+    """Write ``data`` to ``path`` whole or not at all (:func:`replacing`). ``fault`` names the crash-test
+    point (:mod:`iso_bench.faults`) reached when half of the bytes are written."""
+    with replacing(path) as tmp, open(tmp, "wb") as f:
+        if fault is None:
+            f.write(data)
+        else:
+            from iso_bench.faults import fault_point
+
+            half = len(data) // 2
+            f.write(data[:half])
+            f.flush()
+            fault_point(fault)
+            f.write(data[half:])
 
 
 def atomic_write_text(path: Path, text: str, *, fault: str | None = None) -> None:

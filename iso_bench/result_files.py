@@ -21,7 +21,6 @@ import hashlib
 import io
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Mapping
@@ -152,12 +151,9 @@ def _write_run_settings(path: Path, task_result: Any, encode_kwargs: Any) -> Non
     """mteb's run settings of ``task_result`` (a row per split: package versions, encode kwargs, subsets),
     merged into ``path`` by mteb's own merge in a copy that then replaces it. Nothing where the installed mteb
     writes no run settings."""
-    import shutil
-    import tempfile
-
     from mteb.cache import ResultCache
 
-    from iso_bench.files import default_file_mode
+    from iso_bench.files import replacing
 
     module = sys.modules[ResultCache.__module__]  # where save_to_cache finds these two
     versions, merge = (getattr(module, n, None) for n in ("_get_package_versions", "_write_and_merge_keyed_json"))
@@ -167,19 +163,8 @@ def _write_run_settings(path: Path, task_result: Any, encode_kwargs: Any) -> Non
     rows = [{"task": task_result.task_name, "splits": [split], "version": versions(), "encode_kwargs": kwargs,
              "subsets": sorted({e.get("hf_subset", "default") for e in entries})}
             for split, entries in task_result.scores.items()]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")  # as atomic_write_bytes
-    os.close(fd)
-    try:
-        if path.is_file():
-            shutil.copyfile(path, tmp)
-        merge(Path(tmp), rows)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, default_file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path, copy=True) as tmp:
+        merge(tmp, rows)
 
 
 # ---- the per-instance units beside a result ---------------------------------------------------------
