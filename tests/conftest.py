@@ -15,6 +15,17 @@ WORDS = ("the a cat dog sat on mat bank river money deposit play played playing 
          "is are was slicing cutting cucumber music plays hair girl boy un ##believ ##able ##s . , !").split()
 
 
+def loaded_task(name: str, dataset, **attrs):
+    """mteb's task ``name`` holding ``dataset`` as its loaded data (and ``attrs`` set on the object)."""
+    import mteb
+
+    task = mteb.get_task(name)
+    task.dataset, task.data_loaded = dataset, True
+    for key, value in attrs.items():
+        setattr(task, key, value)
+    return task
+
+
 def _missing(what: str) -> None:
     """Skip on a developer machine without the resource; fail in CI, where it must exist."""
     if os.environ.get("CI"):

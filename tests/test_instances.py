@@ -31,7 +31,7 @@ import iso_bench  # noqa: E402, F401 - registers the variants and the result hoo
 from iso_bench import instances  # noqa: E402
 from iso_bench.instances import InstancesError, load_units  # noqa: E402
 from iso_bench.stats import confidence_interval  # noqa: E402
-from tests.conftest import MINILM, SHARED_DATA, _missing  # noqa: E402
+from tests.conftest import MINILM, SHARED_DATA, _missing, loaded_task  # noqa: E402
 
 HUB = SHARED_DATA / "hub" / "mteb"
 STS12 = HUB / "sts12-sts" / "test.jsonl"
@@ -42,12 +42,7 @@ def _rows(path: Path, n: int, skip: int = 0) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
-def _task(name: str, dataset, **attrs):
-    task = mteb.get_task(name)
-    task.dataset, task.data_loaded = dataset, True
-    for key, value in attrs.items():
-        setattr(task, key, value)
-    return task
+_task = loaded_task
 
 
 def _run(model, task, folder: Path):

@@ -25,16 +25,12 @@ pytestmark = pytest.mark.filterwarnings("ignore:To copy construct from a tensor"
 from iso_bench.files import texts_digest  # noqa: E402
 from iso_bench.fit_corpus import FitCorpus, FitCorpusError, task_text_groups  # noqa: E402
 
+from .conftest import loaded_task  # noqa: E402
+
 VOCAB = ["cat", "dog", "fish", "bird"]
 
 
-def _task(name: str, dataset, **attrs):
-    """mteb's task ``name`` holding ``dataset`` as its loaded data (and ``attrs`` set on the object)."""
-    task = mteb.get_task(name)
-    task.dataset, task.data_loaded = dataset, True
-    for key, value in attrs.items():
-        setattr(task, key, value)
-    return task
+_task = loaded_task
 
 
 def _split(**columns):
