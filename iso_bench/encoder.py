@@ -57,8 +57,10 @@ class _Variant:
 
     @property
     def spec(self) -> str:
-        """Canonical method spec, with ``-level=...`` when the level is not the method's default."""
-        spec = self._prototype.spec
+        """Canonical method spec, with ``-level=...`` when the level is not the method's default. The run's
+        seed is not part of it (it is part of the setup, like the fit corpus): ``cluster-pca`` under
+        ``--seeds 0 1 2`` is one variant in three setups; a seed the spec itself sets stays in it."""
+        spec = make_method(self.method_spec)[0].spec
         if self.level != type(self._prototype).default_level:
             spec += f"-level={self.level}"
         return spec

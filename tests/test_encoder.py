@@ -48,3 +48,14 @@ def test_a_sampled_fit_corpus_is_seeded_ordered_and_recorded() -> None:
     assert again.texts == corpus.texts and other.texts != corpus.texts
     whole = CorpusProvider("task", {"STSBenchmark": task}, sample=100, seed=3)("STSBenchmark")
     assert whole.texts == tuple(words)  # fewer texts than the sample: all of them, the sample still recorded
+
+
+def test_the_runs_seed_is_part_of_the_setup_not_of_the_variants_name() -> None:
+    from iso_bench.encoder import VariantEncoder
+
+    seeded = VariantEncoder(None, "cluster-pca", seed=2)
+    assert seeded.spec == "cluster-pca" and seeded._prototype.seed == 2  # one variant, fitted with seed 2
+    assert seeded.config()["seed"] == 2
+    fixed = VariantEncoder(None, "cluster-pca-seed=7", seed=2)
+    assert fixed.spec == "cluster-pca-seed=7" and fixed._prototype.seed == 7  # a seed the spec sets stays
+    assert VariantEncoder(None, "whiten-level=token", seed=2).spec == "whiten-level=token"
