@@ -347,9 +347,16 @@ def _bootstrap(tables: dict[str, np.ndarray], statistic: Score, n_resamples: int
     return estimates, values[ok], missing
 
 
-def _percentile(values: np.ndarray, level: float) -> tuple[float, float]:
+def percentile_bounds(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The percentile interval ``(low, high)`` of resampled values at confidence ``level``."""
     low, high = np.quantile(values, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
     return float(low), float(high)
+
+
+def paired_p_value(differences: np.ndarray) -> float:
+    """Two-sided bootstrap p-value of "no difference" from resampled differences (see :func:`paired_difference`)."""
+    tail = int(min(np.count_nonzero(differences <= 0), np.count_nonzero(differences >= 0)))
+    return min(1.0, 2.0 * (1 + tail) / (differences.size + 1))
 
 
 def confidence_interval(units: np.ndarray, statistic: Score, n_resamples: int = 1000, seed: int = 0,
@@ -364,7 +371,7 @@ def confidence_interval(units: np.ndarray, statistic: Score, n_resamples: int = 
     """
     (value,), values, missing = _bootstrap({"units": units}, statistic, n_resamples, seed, level, strata,
                                            max_undefined)
-    return Interval(value, *_percentile(values[:, 0], level), int(n_resamples), int(seed), float(level),
+    return Interval(value, *percentile_bounds(values[:, 0], level), int(n_resamples), int(seed), float(level),
                     n_undefined=missing)
 
 
@@ -391,10 +398,8 @@ def paired_difference(units_a: np.ndarray, units_b: np.ndarray, statistic: Score
     (est_a, est_b), values, missing = _bootstrap({"units_a": units_a, "units_b": units_b}, statistic, n_resamples,
                                                  seed, level, strata, max_undefined)
     d = values[:, 0] - values[:, 1]
-    tail = int(min(np.count_nonzero(d <= 0), np.count_nonzero(d >= 0)))
-    p_value = min(1.0, 2.0 * (1 + tail) / (d.size + 1))
-    return Comparison(est_a - est_b, *_percentile(d, level), p_value, est_a, est_b, int(n_resamples), int(seed),
-                      float(level), n_undefined=missing)
+    return Comparison(est_a - est_b, *percentile_bounds(d, level), paired_p_value(d), est_a, est_b,
+                      int(n_resamples), int(seed), float(level), n_undefined=missing)
 
 
 def benjamini_hochberg(p_values: np.ndarray | list) -> np.ndarray:

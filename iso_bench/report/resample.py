@@ -216,8 +216,7 @@ def percentile(draws: Draws, level: float) -> tuple[float, float] | str:
     missing = draws.size - ok.size
     if not ok.size or missing > MAX_UNDEFINED * draws.size:
         return f"its statistic is undefined on {missing} of {draws.size} resamples"
-    low, high = np.quantile(ok, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
-    return float(low), float(high)
+    return stats.percentile_bounds(ok, level)
 
 
 def paired(a: Draws, b: Draws, level: float) -> tuple[float, float, float] | str:
@@ -228,6 +227,4 @@ def paired(a: Draws, b: Draws, level: float) -> tuple[float, float, float] | str
     if not ok.any() or missing > MAX_UNDEFINED * a.size:
         return f"the statistic is undefined on {missing} of {a.size} resamples"
     d = a[ok] - b[ok]
-    tail = int(min(np.count_nonzero(d <= 0), np.count_nonzero(d >= 0)))
-    low, high = np.quantile(d, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
-    return float(low), float(high), min(1.0, 2.0 * (1 + tail) / (d.size + 1))
+    return (*stats.percentile_bounds(d, level), stats.paired_p_value(d))
