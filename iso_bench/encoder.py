@@ -23,7 +23,9 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
 from iso_bench import __version__
-from iso_bench.files import folder_checksum
+from iso_bench.files import folder_checksum, texts_digest
+from iso_bench.fit_cache import FOLDER as FIT_FOLDER
+from iso_bench.fit_cache import FitFileError, fit_key, key_name, load_fit, save_fit, set_aside
 from iso_bench.fit_corpus import CorpusProvider
 from iso_bench.methods import Method, MethodError, make_method
 
@@ -47,6 +49,8 @@ class _Variant:
         self._fitted: dict[str, Method] = {}
         self.fit_records: dict[str, dict[str, Any]] = {}
         self.fit_seconds = 0.0  # wall time spent in method.fit, for benchmarks (never written to results)
+        self.fits_run = 0  # fits computed by this variant
+        self.fits_loaded = 0  # fits read from the fit cache
 
     def _new_method(self, spec: str) -> tuple[Method, str]:
         """Build the method; the run's seed applies unless the spec sets one."""
@@ -111,25 +115,57 @@ class _Variant:
         corpus = self.corpus(task_name)
         key = f"{corpus.key}@{level}"
         if key not in self._fitted:
-            X = self._fit_matrix(corpus, level)
             method = self._new_method(self.method_spec)[0]
-            started = time.perf_counter()
-            try:
-                method.fit(X)
-            except MethodError as exc:
-                where = f"fit corpus {corpus.key}: {len(corpus.texts)} texts, {len(X)} {level} vectors"
-                raise MethodError(f"{exc} ({where})") from exc
-            self.fit_seconds += time.perf_counter() - started
+            stored, fit, store_at = self._stored_fit(corpus, level, method)
+            if stored is None:
+                X = self._fit_matrix(corpus, level)
+                started = time.perf_counter()
+                try:
+                    method.fit(X)
+                except MethodError as exc:
+                    where = f"fit corpus {corpus.key}: {len(corpus.texts)} texts, {len(X)} {level} vectors"
+                    raise MethodError(f"{exc} ({where})") from exc
+                self.fit_seconds += time.perf_counter() - started
+                self.fits_run += 1
+                fit = {"level": level, "n_vectors": int(len(X))}
+                if store_at is not None:
+                    save_fit(*store_at, method, fit)
+            else:
+                method = stored
+                self.fits_loaded += 1
             self._fitted[key] = method
-            fit = {"level": level, "n_vectors": int(len(X))}
             learned = _learned_summary(method)
             if learned:
-                fit["learned"] = learned
+                fit = {**fit, "learned": learned}
             entry = self.fit_records.setdefault(corpus.key, {**corpus.to_record(), "seed": self.seed, "fits": []})
             entry["fits"].append(fit)
         if task_name is not None:
             self.fit_records[task_name] = self.fit_records[corpus.key]
         return self._fitted[key]
+
+    def _fit_key(self, corpus: Any, level: str, method: Method) -> dict[str, Any]:
+        """What the fit of ``method`` on ``corpus`` at ``level`` depends on (:func:`iso_bench.fit_cache.fit_key`)."""
+        folder = self.store.folder
+        groups = [{"prompt_type": None if p is None else str(getattr(p, "value", p)),
+                   "prompt": self.store.prompt(corpus.task_metadata, p), "texts_sha256": texts_digest(texts)}
+                  for p, texts in corpus.groups]
+        return fit_key(namespace="/".join(folder.parts[-3:]), corpus={"key": corpus.key, **corpus.to_record()},
+                       groups=groups, method=method, level=level)
+
+    def _stored_fit(self, corpus: Any, level: str, method: Method) -> tuple[Any, Any, Any]:
+        """``(method, record, (path, key))``: the fit found in the fit cache (:mod:`iso_bench.fit_cache`) with
+        its record, else ``None`` for both; and where to store a new fit, ``None`` where nothing is stored (a
+        memory-only store, or ``ISO_BENCH_NO_FIT_CACHE=1``). A damaged fit file is set aside."""
+        if getattr(self.store, "folder", None) is None or os.environ.get("ISO_BENCH_NO_FIT_CACHE") == "1":
+            return None, None, None
+        key = self._fit_key(corpus, level, method)
+        path = self.store.folder / FIT_FOLDER / key_name(key)
+        if path.is_file():
+            try:
+                return (*load_fit(path, key, method), (path, key))
+            except FitFileError as exc:
+                set_aside(path, exc)
+        return None, None, (path, key)
 
     def _fit_matrix(self, corpus: Any, level: str) -> np.ndarray:
         """The raw vectors of a fit corpus, each text encoded with its own prompt type (retrieval: queries

@@ -67,6 +67,8 @@ class RunSummary:
     errors: dict[str, dict[str, str]] = field(default_factory=dict)
     encode_stats: dict[str, int] = field(default_factory=dict)
     fit_seconds: dict[str, float] = field(default_factory=dict)  # per variant: time in its methods' fits
+    fits_run: dict[str, int] = field(default_factory=dict)  # per variant: fits computed (not from the fit cache)
+    fits_loaded: dict[str, int] = field(default_factory=dict)  # per variant: fits read from the fit cache
     seconds: float = 0.0
 
 
@@ -321,3 +323,5 @@ def _run_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, cache
     bar.close()
     summary.scores[label] = row
     summary.fit_seconds[label] = encoder.fit_seconds
+    summary.fits_run[label] = encoder.fits_run
+    summary.fits_loaded[label] = encoder.fits_loaded
