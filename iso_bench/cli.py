@@ -221,8 +221,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"\n{summary_header(summary)}")
     print(format_summary(summary))
     stats = summary.encode_stats
+    fits, loaded = sum(summary.fits_run.values()), sum(summary.fits_loaded.values())
     print(f"\nraw vectors: {stats.get('computed', 0)} texts encoded, {stats.get('reused', 0)} reused from the cache;"
-          f" {summary.seconds:.1f} s; results in {summary.results_dir}")
+          f" fits: {fits} run, {loaded} loaded from the fit cache; {summary.seconds:.1f} s; results in "
+          f"{summary.results_dir}")
     if summary.errors:
         print("\nfailed (shown as – above, never averaged):", file=sys.stderr)
         for variant, errors in summary.errors.items():

@@ -88,15 +88,6 @@ def _get_task(name: str) -> Any:
         raise UnknownNameError(unknown_task_message(name, known)) from None
 
 
-def build_backbone(cfg: RunConfig) -> Any:
-    """The backbone of a run: mteb's own implementation of a model mteb knows, else iso-bench's (see
-    :func:`iso_bench.backbone.load_backbone`)."""
-    from iso_bench.backbone import load_backbone
-
-    return load_backbone(cfg.model, cfg.revision, device=cfg.device, pooling=cfg.pooling, layer=cfg.layer,
-                         trust_remote_code=cfg.trust_remote_code, batch_size=cfg.batch_size)
-
-
 class _DropSuperseded(logging.Filter):
     """mteb warns, per variant and task, that e.g. STSBenchmark has a newer version; the user chose the
     task by name (MTEB's published scores use it), so the run says nothing about it."""
@@ -156,22 +147,23 @@ def _normalized(cfg: RunConfig) -> RunConfig:
 
 @dataclass
 class _Prepared:
-    """What every variant of a run shares: the loaded tasks, their data sources, the raw-vector store."""
+    """What every variant of a run shares: the loaded tasks, their data sources, the fit corpora, the model's
+    revision and dimension, and (once some result has to be computed) the backbone and raw-vector store."""
 
     tasks: list[Any]
     sources: dict[str, Any]
-    backbone: Any
-    store: Any
     corpus: Any
-    base_record: dict[str, Any]
+    revision: str | None
+    dim: int | None
+    backbone: Any = None
+    store: Any = None
+    base_record: dict[str, Any] = field(default_factory=dict)
 
 
 def _prepare(cfg: RunConfig) -> _Prepared:
-    """Check every input before any work, load the tasks, and encode every text of every task once."""
-    from iso_bench.cache import EmbeddingStore, default_cache_dir
+    """Check every input before any work and load the tasks; the model is not loaded here (see :func:`_load`)."""
     from iso_bench.checks import check_device, check_methods, check_results_dir, output_dims, set_threads
     from iso_bench.data import mirror_dir, use_source
-    from iso_bench.encoder import base_record
     from iso_bench.fit_corpus import CorpusProvider
 
     task_names = expand_tasks(cfg.tasks)
@@ -181,7 +173,6 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     dims = output_dims(cfg.model, cfg.revision, trust_remote_code=cfg.trust_remote_code, pooling=cfg.pooling,
                        layer=cfg.layer)
     made = check_methods(cfg.methods, dims, cfg.model)  # every spec against the encoder's dimension
-    levels = {level for _, level in made}
     mirror_dir(cfg.data_dir)  # validates the mirror folder
     corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed)
     corpus.check()  # a fit corpus file is read before any encoding
@@ -189,15 +180,73 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
     corpus.add_tasks(tasks)
     corpus.check(tasks if any(type(m).fitted for m, _ in made) else ())  # e.g. "train" of a task without one
+    return _Prepared(tasks, sources, corpus, _peek_revision(cfg), dims.get("sentence"))
 
-    backbone = build_backbone(cfg)
-    # token vectors come from the same forward pass when any variant or task will need them
-    needs_tokens = "token" in levels or any(getattr(t, "needs_tokens", False) for t in tasks)
-    kinds = ("sentence", "tokens") if needs_tokens else ("sentence",)
-    store = EmbeddingStore(backbone, cfg.cache_dir or default_cache_dir(), kinds=kinds,
-                           batch_size=cfg.batch_size, progress=cfg.progress)
-    _encode_all(store, tasks, corpus, kinds)
-    return _Prepared(tasks, sources, backbone, store, corpus, base_record(backbone, cfg.command))
+
+def _peek_revision(cfg: RunConfig) -> str | None:
+    """The revision the backbone will record, where it is known without loading the model: mteb's pinned
+    revision of a model mteb runs, a local folder's checksum, the commit of the cached config; else None."""
+    from iso_bench.files import folder_revision
+    from iso_bench.mteb_backbone import mteb_meta
+
+    folder = Path(cfg.model)
+    if folder.is_dir():
+        return folder_revision(folder)
+    if cfg.pooling is None and cfg.layer is None:
+        meta = mteb_meta(cfg.model, cfg.revision)
+        if meta is not None:
+            return meta.revision
+    try:
+        from transformers import AutoConfig
+
+        revision = cfg.revision
+        if revision is None:
+            from mteb.models.model_implementations import MODEL_REGISTRY
+
+            base = MODEL_REGISTRY.get(cfg.model)
+            revision = base.revision if base is not None else None
+        config = AutoConfig.from_pretrained(cfg.model, revision=revision, trust_remote_code=cfg.trust_remote_code)
+    except Exception:  # noqa: BLE001 - not known without loading: the backbone says it
+        return None
+    return getattr(config, "_commit_hash", None)
+
+
+_LOADED: dict[tuple[Any, ...], Any] = {}
+"""The last backbone loaded in this process, by its settings: runs one after another (a benchmark, a notebook)
+load a model once."""
+
+
+def build_backbone(cfg: RunConfig) -> Any:
+    """The backbone of a run: mteb's own implementation of a model mteb knows, else iso-bench's (see
+    :func:`iso_bench.backbone.load_backbone`); the one loaded last in this process when the settings match."""
+    from iso_bench.backbone import load_backbone
+
+    key = (cfg.model, cfg.revision, cfg.device, cfg.pooling, cfg.layer, cfg.trust_remote_code, cfg.batch_size)
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = load_backbone(cfg.model, cfg.revision, device=cfg.device, pooling=cfg.pooling,
+                                     layer=cfg.layer, trust_remote_code=cfg.trust_remote_code,
+                                     batch_size=cfg.batch_size)
+    return _LOADED[key]
+
+
+def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
+    """Load the backbone (once) and encode every text of ``tasks`` that the raw-vector cache lacks."""
+    from iso_bench.cache import EmbeddingStore, default_cache_dir
+    from iso_bench.encoder import base_record
+    from iso_bench.methods import make_method
+
+    if run.store is None:
+        run.backbone = build_backbone(cfg)
+        run.revision, run.dim = run.backbone.revision, run.backbone.dim
+        run.base_record = base_record(run.backbone, cfg.command)
+        # token vectors come from the same forward pass when any variant or task will need them
+        levels = {make_method(spec)[1] for spec in cfg.methods}
+        needs_tokens = "token" in levels or any(getattr(t, "needs_tokens", False) for t in run.tasks)
+        kinds = ("sentence", "tokens") if needs_tokens else ("sentence",)
+        run.store = EmbeddingStore(run.backbone, cfg.cache_dir or default_cache_dir(), kinds=kinds,
+                                   batch_size=cfg.batch_size, progress=cfg.progress)
+    _encode_all(run.store, tasks, run.corpus, run.store.kinds)
 
 
 def _encode_all(store: Any, tasks: list[Any], corpus: Any, kinds: tuple[str, ...]) -> None:
@@ -217,6 +266,7 @@ def _encode_all(store: Any, tasks: list[Any], corpus: Any, kinds: tuple[str, ...
 
 
 def _run(cfg: RunConfig) -> RunSummary:
+    """Plan the run (which results are missing), then load the model and encode only for those."""
     from mteb.cache import ResultCache
 
     from iso_bench import instances
@@ -227,18 +277,61 @@ def _run(cfg: RunConfig) -> RunSummary:
     started = time.perf_counter()
     run = _prepare(cfg)
     cache = ResultCache(cfg.results_dir)
-    summary = RunSummary(cfg.model, run.backbone.revision, [t.metadata.name for t in run.tasks],
-                         results_dir=Path(cfg.results_dir) / "results")
     seeds = list(dict.fromkeys(cfg.seeds)) or [cfg.seed]
+    variants = []  # (cfg of the seed, spec, position, replicate)
     for i, spec in enumerate(cfg.methods, 1):
         replicated = seeds if _seeded(spec, cfg) else seeds[:1]
         for seed in replicated:
             position = f"variant {i}/{len(cfg.methods)}" + (f" seed {seed}" if len(replicated) > 1 else "")
-            _run_variant(dataclasses.replace(cfg, seed=seed), run, spec, position, cache, summary,
-                         replicate=len(replicated) > 1)
-    summary.encode_stats = dict(run.store.stats)
+            variants.append((dataclasses.replace(cfg, seed=seed), spec, position, len(replicated) > 1))
+    if run.revision is None:  # the results' folders are named by the revision: load the model to learn it
+        _load(cfg, run, [])
+    todo = _missing(run, cache, variants)
+    needed = {name for names in todo for name in names}
+    if needed:
+        revision = run.revision
+        _load(cfg, run, [t for t in run.tasks if t.metadata.name in needed])
+        if run.revision != revision:  # the loaded model names another revision than was peeked
+            todo = _missing(run, cache, variants)
+            _load(cfg, run, run.tasks)
+    summary = RunSummary(cfg.model, run.revision or "unknown", [t.metadata.name for t in run.tasks],
+                         results_dir=Path(cfg.results_dir) / "results")
+    for (variant_cfg, spec, position, replicate), names in zip(variants, todo, strict=True):
+        _run_variant(variant_cfg, run, spec, position, cache, summary, replicate=replicate, todo=names)
+    summary.encode_stats = dict(run.store.stats) if run.store is not None else {"computed": 0, "reused": 0}
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _missing(run: _Prepared, cache: Any, variants: list[tuple[RunConfig, str, str, bool]]) -> list[set[str]]:
+    """For each variant, the names of the tasks whose result is missing or incomplete (mteb's own test of what
+    ``overwrite_strategy="only-missing"`` reruns; all of them under ``--overwrite``). A garbled result file
+    is set aside first and counts as missing; ``model_meta.json`` is (re)written where it is wrong."""
+    from iso_bench.mteb_plugin import ensure_model_meta, set_aside_garbled
+
+    out = []
+    for cfg, spec, _, _ in variants:
+        meta = _variant_meta(cfg, run, _canonical(spec, cfg.seed))
+        ensure_model_meta(cache, meta)  # a garbled model_meta.json of an earlier run is rewritten
+        set_aside_garbled(cache, meta)  # a garbled result counts as missing and is computed again
+        out.append({t.metadata.name for t in run.tasks if cfg.overwrite or not _complete(t, meta, cache)})
+    return out
+
+
+def _complete(task: Any, meta: Any, cache: Any) -> bool:
+    """Whether the result of ``meta`` on ``task`` exists and covers every split and subset, by mteb's own check."""
+    try:
+        from mteb.evaluate import OverwriteStrategy, _check_cache
+    except ImportError:  # another mteb: let mteb.evaluate decide, task by task
+        return False
+    existing, missing = _check_cache(task, meta, cache, OverwriteStrategy.ONLY_MISSING)
+    return existing is not None and not missing
+
+
+def _canonical(spec: str, seed: int) -> str:
+    from iso_bench.encoder import VariantEncoder
+
+    return VariantEncoder(None, spec, seed=seed).spec
 
 
 def _seeded(spec: str, cfg: RunConfig) -> bool:
@@ -275,7 +368,7 @@ def _variant_meta(cfg: RunConfig, run: _Prepared, spec: str) -> Any:
     experiment = setup_kwargs(spec, fit_corpus=cfg.fit_corpus, seed=cfg.seed, pooling=cfg.pooling, layer=cfg.layer,
                               data_dir=cfg.data_dir, fit_sample=cfg.fit_sample)
     loader = {k: v for k, v in loader.items() if v is not None}
-    return variant_meta(cfg.model, spec, revision=run.backbone.revision, embed_dim=run.backbone.dim,
+    return variant_meta(cfg.model, spec, revision=run.revision, embed_dim=run.dim,
                         experiment=experiment, **loader)
 
 
@@ -289,24 +382,27 @@ def _reset_sampling(task: Any) -> None:
 
 
 def _run_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, cache: Any, summary: RunSummary, *,
-                 replicate: bool = False) -> None:
-    """Evaluate one variant on every task; mteb writes each result (with its provenance) into its setup's folder
-    and skips the results that already exist. ``replicate``: one of several seeds (named in the summary)."""
+                 replicate: bool = False, todo: set[str] | None = None) -> None:
+    """Evaluate one variant on the tasks of ``todo`` (default: every task); mteb writes each result (with its
+    provenance) into its setup's folder. The scores of the other tasks are read from their result files.
+    ``replicate``: one of several seeds (named in the summary)."""
     import mteb
     from tqdm.auto import tqdm
 
     from iso_bench.encoder import VariantEncoder
-    from iso_bench.mteb_plugin import ensure_model_meta, set_aside_garbled
 
-    encoder = VariantEncoder(run.store, spec, corpus=_corpus(cfg, run), seed=cfg.seed)
-    encoder.base_record, encoder.data_sources = run.base_record, run.sources
-    meta = _variant_meta(cfg, run, encoder.spec)
-    encoder.mteb_model_meta = meta
-    ensure_model_meta(cache, meta)  # a garbled model_meta.json of an earlier run is rewritten
-    set_aside_garbled(cache, meta)  # a garbled result counts as missing and is computed again
+    todo = {t.metadata.name for t in run.tasks} if todo is None else todo
+    meta = _variant_meta(cfg, run, _canonical(spec, cfg.seed))
     label = f"{meta.name} [seed={cfg.seed}]" if replicate else meta.name
     row: dict[str, float | None] = {}
-    bar = tqdm(run.tasks, desc=f"{position} {encoder.spec}", unit="task", disable=not cfg.progress, leave=False)
+    encoder = None
+    if todo:
+        encoder = VariantEncoder(run.store, spec, corpus=_corpus(cfg, run), seed=cfg.seed)
+        encoder.base_record, encoder.data_sources = run.base_record, run.sources
+        encoder.mteb_model_meta = meta
+    tasks = [t for t in run.tasks if t.metadata.name in todo]
+    bar = tqdm(tasks, desc=f"{position} {meta.name.rpartition('+')[2]}", unit="task",
+               disable=not cfg.progress or not tasks, leave=False)
     for task in bar:
         name = task.metadata.name
         bar.set_postfix_str(name)
@@ -319,9 +415,14 @@ def _run_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, cache
             summary.errors.setdefault(label, {})[error.task_name] = error.exception
         for task_result in result.task_results:
             row[name] = task_result.get_score()
-        row.setdefault(name, None)
     bar.close()
-    summary.scores[label] = row
-    summary.fit_seconds[label] = encoder.fit_seconds
-    summary.fits_run[label] = encoder.fits_run
-    summary.fits_loaded[label] = encoder.fits_loaded
+    for task in run.tasks:
+        name = task.metadata.name
+        if name not in todo:
+            existing = cache.load_task_result(name, meta)
+            row[name] = existing.get_score() if existing is not None else None
+        row.setdefault(name, None)
+    summary.scores[label] = {t.metadata.name: row[t.metadata.name] for t in run.tasks}
+    summary.fit_seconds[label] = encoder.fit_seconds if encoder else 0.0
+    summary.fits_run[label] = encoder.fits_run if encoder else 0
+    summary.fits_loaded[label] = encoder.fits_loaded if encoder else 0

@@ -9,6 +9,7 @@ embeddings-benchmark/results repository).
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -65,13 +66,29 @@ def test_results_are_readable_by_mteb_and_carry_provenance(cli_run) -> None:
     assert record["revision"] == "8b3219a92973c328a8e22fadcfa821b5dc75636a"
 
 
-def test_second_run_encodes_nothing(cli_run, capsys) -> None:
+def test_a_rerun_with_every_result_present_loads_no_model(cli_run, capsys, monkeypatch) -> None:
+    import iso_bench.backbone
+    import iso_bench.runner
     from iso_bench.cli import main
 
     _, _, args = cli_run
+    monkeypatch.setattr(iso_bench.runner, "_LOADED", {})
+    monkeypatch.setattr(iso_bench.backbone, "load_backbone", lambda *a, **k: pytest.fail("the model was loaded"))
+    assert main(args) == 0
+    assert "raw vectors: 0 texts encoded, 0 reused from the cache; fits: 0 run, 0 loaded" in capsys.readouterr().out
+
+
+def test_second_run_encodes_nothing_fits_nothing_and_scores_the_same(cli_run, capsys) -> None:
+    from iso_bench.cli import main
+
+    results, _, args = cli_run
+    before = {v: _entry(results, v)["main_score"] for v in ("raw", "whiten-256", "cluster-pca")}
     assert main([*args, "--overwrite"]) == 0
     out = capsys.readouterr().out
     assert "raw vectors: 0 texts encoded" in out
+    # whiten-256 and cluster-pca, on 2 tasks each (and the isotropy task's token-level fit of whiten-256)
+    assert int(re.search(r"fits: 0 run, (\d+) loaded from the fit cache", out).group(1)) >= 4
+    assert {v: _entry(results, v)["main_score"] for v in before} == before  # cached fits: the same numbers
 
 
 def test_mteb_get_model_gives_the_runner_number(cli_run, hub_mirror) -> None:

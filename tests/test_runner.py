@@ -41,14 +41,11 @@ def test_seeds_replicate_only_the_variants_a_seed_changes(monkeypatch: pytest.Mo
 
     calls = []
 
-    class Prepared:
-        tasks, store = [], type("S", (), {"stats": {}})()
-        backbone = type("B", (), {"revision": "r"})()
-
-    monkeypatch.setattr(runner, "_prepare", lambda cfg: Prepared())
+    monkeypatch.setattr(runner, "_prepare", lambda cfg: runner._Prepared([], {}, None, "r", 8))
+    monkeypatch.setattr(runner, "_missing", lambda run, cache, variants: [set() for _ in variants])
     monkeypatch.setattr("iso_bench.mteb_plugin.install_result_hook", lambda: None)
     monkeypatch.setattr("mteb.cache.ResultCache", lambda path: None)
-    monkeypatch.setattr(runner, "_run_variant", lambda cfg, run, spec, position, cache, summary, replicate:
+    monkeypatch.setattr(runner, "_run_variant", lambda cfg, run, spec, position, cache, summary, replicate, todo:
                         calls.append((spec, cfg.seed, replicate, position)))
     cfg = runner.RunConfig(methods=["raw", "whiten", "flow", "cluster-pca-seed=7"], seeds=[0, 1, 1, 2])
     runner._run(cfg)
