@@ -228,21 +228,22 @@ class MtebBackbone:
         if "tokens" in kinds or "span" in kinds:
             aligned = self._align(items, batch, prompt)
             if "tokens" in kinds:
-                result["tokens"] = [_numpy(hidden[real]).reshape(-1, hidden.shape[-1]) for hidden, _, real in aligned]
+                result["tokens"] = [hidden[real] for hidden, _, real in aligned]
             if "span" in kinds:
+                import torch
+
                 n = len(prompt)
                 result["span"] = [
-                    span_rows(prompt + text, [(s + n, e + n) for s, e in text_spans], hidden, offsets, real,
-                              self.max_length or 0)
+                    span_rows(prompt + text, [(s + n, e + n) for s, e in text_spans], torch.from_numpy(hidden),
+                              torch.from_numpy(offsets), torch.from_numpy(real), self.max_length or 0)
                     for text, text_spans, (hidden, offsets, real) in zip(batch, spans, aligned, strict=True)]
         return result
 
     def _align(self, items: list[dict[str, Any]], batch: list[str], prompt: str) -> list[tuple[Any, Any, Any]]:
-        """Per text: its token vectors without padding, their character offsets in ``prompt + text``, and
-        the mask of the text's own tokens (not special, not in the prompt). The offsets come from the model's
-        tokenizer, checked token by token against the ids the forward pass ran on."""
-        import torch
-
+        """Per text, as numpy arrays: its float32 token vectors without padding, their character offsets in
+        ``prompt + text``, and the mask of the text's own tokens (not special, not in the prompt). The offsets
+        come from the model's tokenizer, checked token by token against the ids the forward pass ran on.
+        (numpy, not torch, per text: a torch operation costs ~10 us of overhead, a text needs ~10 of them.)"""
         enc = self.st.tokenizer([prompt + t for t in batch], truncation=True, max_length=self.max_length,
                                 return_offsets_mapping=True, return_special_tokens_mask=True)
         aligned = []
@@ -250,17 +251,20 @@ class MtebBackbone:
             if "token_embeddings" not in item:
                 raise TokenVectorsUnavailable(f"{self.model_id!r}: its sentence-transformers modules give no "
                                               "token_embeddings, so it has no token vectors")
-            ids = item["input_ids"]
-            mask = item.get("attention_mask", torch.ones_like(ids)).bool()
-            if ids[mask].tolist() != enc["input_ids"][i]:
+            ids = _numpy_ints(item["input_ids"])
+            mask = _numpy_ints(item["attention_mask"]).astype(bool) if "attention_mask" in item else None
+            if mask is not None:
+                ids = ids[mask]
+            if not np.array_equal(ids, enc["input_ids"][i]):
                 raise BackboneError(f"cannot align the token vectors of {self.model_id!r} with its tokenizer's "
                                     f"character offsets (text {batch[i][:60]!r}); its sentence vectors are "
                                     "unaffected, token-level methods and word-level tasks are not possible")
-            offsets = torch.tensor(enc["offset_mapping"][i]).reshape(-1, 2)
-            real = ~torch.tensor(enc["special_tokens_mask"][i]).bool()
+            offsets = np.asarray(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2)
+            real = ~np.asarray(enc["special_tokens_mask"][i], dtype=bool)
             if prompt:
                 real &= offsets[:, 1] > len(prompt)
-            aligned.append((item["token_embeddings"][mask].float().cpu(), offsets, real))
+            hidden = _numpy(item["token_embeddings"])
+            aligned.append((hidden[mask] if mask is not None else hidden, offsets, real))
         return aligned
 
     def _encode_wrapper(self, texts: list[str], batch_size: int, progress: bool, task_metadata: Any,
@@ -359,6 +363,10 @@ def _no_task() -> Any:
     from mteb.abstasks.task_metadata import TaskMetadata
 
     return TaskMetadata.model_construct(name="iso-bench/no-task", type=None, modalities=["text"])
+
+
+def _numpy_ints(value: Any) -> np.ndarray:
+    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
 
 
 def _numpy(value: Any) -> np.ndarray:
