@@ -35,8 +35,10 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -113,11 +115,26 @@ def bootstrap_indices(n: int, n_resamples: int, seed: int, strata: Labels | None
     ((2, 5), True)
     """
     n, n_resamples = _whole(n, "n", 1), _whole(n_resamples, "n_resamples", 1)
+    codes = None if strata is None else _strata_codes(strata, n)
+    key = (n, n_resamples, seed, None if codes is None else hashlib.sha256(codes.tobytes()).hexdigest())
+    if _LAST_DRAW.get("key") != key:
+        _LAST_DRAW.clear()
+        idx = _draw(n, n_resamples, seed, codes)
+        idx.flags.writeable = False  # shared by the callers that ask for the same draw
+        _LAST_DRAW.update(key=key, idx=idx)
+    return _LAST_DRAW["idx"]
+
+
+_LAST_DRAW: dict[str, Any] = {}
+"""The last draw of :func:`bootstrap_indices`: the variants of a run score one task after another on the same
+resamples, so each task's matrix is drawn once."""
+
+
+def _draw(n: int, n_resamples: int, seed: int, codes: np.ndarray | None) -> np.ndarray:
     rng = np.random.default_rng(seed)
     dtype = np.int32 if n < 2**31 else np.int64  # half the memory traffic of int64
-    if strata is None:
+    if codes is None:
         return rng.integers(0, n, size=(n_resamples, n), dtype=dtype)
-    codes = _strata_codes(strata, n)
     idx = np.empty((n_resamples, n), dtype=dtype)
     for s in range(int(codes.max()) + 1):
         members = np.flatnonzero(codes == s).astype(dtype)
@@ -164,16 +181,40 @@ def spearman(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
     array([0.8, nan])
     """
     (ux, cx), (uy, cy) = (np.unique(units[:, j], return_inverse=True) for j in (0, 1))
+    ry_all, vy_all = _gold_ranks(cy.reshape(-1), uy.size, idx)
+    step = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1]))
 
-    def block(rows: np.ndarray) -> np.ndarray:
-        rx, ry = _centred_ranks(cx.reshape(-1), ux.size, rows), _centred_ranks(cy.reshape(-1), uy.size, rows)
-        vx, vy = np.einsum("ij,ij->i", rx, rx), np.einsum("ij,ij->i", ry, ry)
+    def block(start: int) -> np.ndarray:
+        rows = idx[start:start + step]
+        rx = _centred_ranks(cx.reshape(-1), ux.size, rows)
+        ry, vy = ry_all[start:start + step], vy_all[start:start + step]
+        vx = np.einsum("ij,ij->i", rx, rx)
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = np.einsum("ij,ij->i", rx, ry) / np.sqrt(vx * vy)
         rho[(vx == 0) | (vy == 0)] = np.nan
         return np.clip(rho, -1.0, 1.0)
 
-    return _in_blocks(block, idx)
+    return np.concatenate([block(i) for i in range(0, idx.shape[0], step)]).astype(np.float64)
+
+
+_LAST_GOLD: dict[str, Any] = {}
+"""The centred ranks of the last gold column :func:`spearman` ranked, with the resamples they were drawn on:
+the variants of a run share the task's gold scores and resamples, so they are ranked once per task."""
+
+
+def _gold_ranks(codes: np.ndarray, k: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ranks, sums of squares)`` of :func:`_centred_ranks` for every resample of ``idx``, stored as int32
+    (2 x a centred average rank is a whole number) and kept for the next call with the same column and
+    resamples (the same ``idx`` object, still held here, or equal contents)."""
+    key = (hashlib.sha256(codes.tobytes()).hexdigest(), k, idx.shape)
+    if _LAST_GOLD.get("key") != key or not (_LAST_GOLD["idx"] is idx or np.array_equal(_LAST_GOLD["idx"], idx)):
+        step = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1]))
+        ranks = np.concatenate([_centred_ranks(codes, k, idx[i:i + step]).astype(np.int32)
+                                for i in range(0, idx.shape[0], step)])
+        sums = np.einsum("ij,ij->i", ranks, ranks, dtype=np.float64)
+        _LAST_GOLD.clear()
+        _LAST_GOLD.update(key=key, idx=idx, ranks=ranks, sums=sums)
+    return _LAST_GOLD["ranks"], _LAST_GOLD["sums"]
 
 
 def wmean_spearman(units: np.ndarray, idx: np.ndarray, strata: Labels) -> np.ndarray:
