@@ -68,6 +68,78 @@ def test_cluster_pca_transform_processes_each_fit_vector_in_its_kmeans2_cluster(
         np.testing.assert_allclose(out[labels == j], expected, atol=1e-10)
 
 
+def near_ties(d: int = 48, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(X, centroids)``: rows whose two nearest centroids are at squared distances equal up to 1e-6 ..
+    1e-10 relative (float32 cannot tell them apart, float64 can), exact ties with a repeated centroid, and
+    ordinary rows; the centroids float64, off the origin as token vectors are."""
+    rng = np.random.default_rng(seed)
+    centroids = rng.normal(size=(6, d)) + 4.0
+    centroids[5] = centroids[2]  # a repeated centroid: vq takes the first, 2
+    rows = [centroids[rng.integers(0, 5, 200)] + rng.normal(size=(200, d))]
+    for a, b in [(0, 1), (1, 3), (2, 4), (0, 4)]:
+        axis = (centroids[a] - centroids[b]) / np.linalg.norm(centroids[a] - centroids[b])
+        across = rng.normal(size=(50, d)) * 0.3
+        across -= np.outer(across @ axis, axis)  # on the bisecting hyperplane: equidistant from a and b
+        scale = np.sum((centroids[a] - centroids[b]) ** 2)
+        for rel in (1e-6, 1e-7, 1e-8, 1e-10):  # moving t along the axis changes the squared gap by 2 t |a - b|
+            shift = rng.choice([-1.0, 1.0], size=(50, 1)) * rel * scale / (2.0 * np.sqrt(scale))
+            rows.append((centroids[a] + centroids[b]) / 2.0 + across + shift * axis)
+    return np.vstack(rows), centroids
+
+
+def test_cluster_pca_assignment_is_vq_on_near_ties_in_float32_and_float64() -> None:
+    from scipy.cluster.vq import vq
+
+    from iso_bench.methods.cluster_pca import _nearest
+
+    X, centroids = near_ties()
+    X32 = X.astype(np.float32)
+    for values in (X, X32):  # kmeans2 runs vq on float64 values (of the float32 ones for float32 input)
+        expected = vq(values.astype(np.float64), centroids)[0]
+        np.testing.assert_array_equal(_nearest(values, centroids), expected)
+    # the data have teeth: a plain float32 nearest centroid gets some near-tied rows wrong
+    plain = np.argmin(np.sum(centroids**2, axis=1).astype(np.float32) - 2.0 * X32 @ centroids.T.astype(np.float32),
+                      axis=1)
+    assert (plain != vq(X32.astype(np.float64), centroids)[0]).any()
+    assert 5 not in _nearest(X32, centroids)  # a repeated centroid loses every tie to the first
+
+
+def test_cluster_pca_float32_input_clusters_as_its_float64_values() -> None:
+    X32 = mixture(n=2000, d=24).astype(np.float32)
+    X64 = X32.astype(np.float64)
+    fast = ClusterPCA(n_clusters=8, n_directions=3, seed=1).fit(X32)
+    exact = ClusterPCA(n_clusters=8, n_directions=3, seed=1).fit(X64)
+    _, labels = kmeans2(X64, 8, 1)
+    np.testing.assert_array_equal(fast.predict(X32), labels)
+    np.testing.assert_array_equal(exact.predict(X64), labels)
+    # the same float64 sums of the same values: centroids and means equal to the last bit
+    np.testing.assert_array_equal(fast.centroids_, exact.centroids_)
+    np.testing.assert_array_equal(fast.means_, exact.means_)
+    # float32 scatter matrices and arithmetic: the same subspaces and outputs to float32 precision
+    for j in range(8):
+        a, b = fast.components_[j], exact.components_[j]
+        np.testing.assert_allclose(a @ b.T @ b, a, atol=1e-4)
+    out = fast.transform(X32)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, exact.transform(X64), atol=1e-4 * np.abs(X32).max())
+
+
+def test_cluster_pca_refuses_non_finite_float32_input_as_the_base_class_does() -> None:
+    X = mixture().astype(np.float32)
+    X[[3, 8], 1] = [np.nan, np.inf]
+    with pytest.raises(MethodError, match=r"'cluster-pca-8-2': 2 of 600 input vectors contain NaN or infinity"):
+        ClusterPCA(n_clusters=8, n_directions=2).fit(X)
+    method = ClusterPCA(n_clusters=8, n_directions=2).fit(mixture().astype(np.float32))
+    with pytest.raises(MethodError, match="2 of 600 input vectors contain NaN"):
+        method.transform(X)
+    with pytest.raises(MethodError, match="fitted on 6-d vectors but got 5-d"):
+        method.transform(mixture()[:, :5].astype(np.float32))
+    with pytest.raises(MethodError, match="expected a 2-D array"):
+        method.transform(mixture()[0].astype(np.float32))
+    big = np.full((600, 6), 3e38, dtype=np.float32)  # finite, but its sum overflows
+    assert ClusterPCA(n_clusters=1, n_directions=0)._check_input(big, fitting=True) is big
+
+
 def test_cluster_pca_seed_draws_other_initial_points() -> None:
     X = mixture()
     first = ClusterPCA(n_clusters=8, n_directions=2, seed=0).fit(X).predict(X)
@@ -191,6 +263,41 @@ def test_glow_training_is_seeded() -> None:
     first = Flow(steps=20, seed=1).fit(X).transform(X)
     np.testing.assert_array_equal(Flow(steps=20, seed=1).fit(X).transform(X), first)
     assert not np.array_equal(Flow(steps=20, seed=2).fit(X).transform(X), first)
+
+
+@pytest.mark.parametrize("permutation", ["reverse", "invconv"])
+def test_glow_trainer_gradient_is_autograds(permutation: str) -> None:
+    # glow.Trainer's hand-written backward pass (parameters in its stored order, the channel reversals
+    # folded into them) against autograd through glow.forward, in float64; 7 coordinates: levels of 7, 4
+    # and 2, odd splits included
+    torch = pytest.importorskip("torch")
+    X = correlated(n=300, d=7)
+    x = torch.as_tensor((X - X.mean(axis=0)) / X.std(axis=0))
+    torch.manual_seed(0)
+    params = [[{k: v.detach().double() if v.is_floating_point() else v for k, v in step.items()} for step in steps]
+              for steps in glow.init(torch, 7, 3, 3, 8, permutation)]
+    glow.data_init(torch, params, x)
+    for steps in params:  # couplings away from the identity: every term of the gradient in play
+        for step in steps:
+            for key in ("W3", "b3", "logs3"):
+                step[key] = step[key] + 0.1 * torch.randn(step[key].shape, dtype=torch.float64)
+    trainer = glow.Trainer(torch, params)
+    loss = trainer.loss_and_grad(x[:64])
+    reference = [[{k: v.detach().clone() for k, v in step.items()} for step in steps] for steps in params]
+    glow.trainables(reference)
+    z, logdet = glow.train_forward(torch, reference, x[:64])
+    expected = (0.5 * (z * z).sum(dim=1) + 0.5 * 7 * np.log(2 * np.pi) - logdet).mean() / 7
+    expected.backward()
+    assert float(loss) == pytest.approx(float(expected.detach()), abs=1e-12)
+    stored, grads = trainer.levels(), trainer.levels(trainer.grad)
+    for steps, ref_steps, stored_steps, grad_steps in zip(params, reference, stored, grads, strict=True):
+        for step, ref, kept, grad in zip(steps, ref_steps, stored_steps, grad_steps, strict=True):
+            trained = {k for k, v in ref.items() if v.grad is not None}
+            assert trained == set(step) - {"P", "src", "sign"}
+            for key in trained:
+                assert torch.equal(kept[key], step[key]), key  # the stored order is undone exactly
+                np.testing.assert_allclose(grad[key].numpy(), ref[key].grad.numpy(), rtol=1e-9, atol=1e-12,
+                                           err_msg=key)
 
 
 def test_glow_training_raises_the_likelihood(glow16: Flow) -> None:

@@ -320,6 +320,34 @@ def test_cluster_pca_errors() -> None:
         ClusterPCA(n_clusters=3, algorithm="dbscan").fit(X)
 
 
+def test_cluster_pca_works_on_float32_input_without_a_float64_copy() -> None:
+    import tracemalloc
+
+    X = anisotropic(n=20_000, d=64).astype(np.float32)
+    method = ClusterPCA(n_clusters=8, n_directions=3)
+    method.fit(X).transform(X)  # first calls import scipy modules, which tracemalloc would count
+    tracemalloc.start()
+    try:
+        method.fit(X)
+        fit_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        out = method.transform(X)
+        transform_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # a float64 copy alone is 2 X.nbytes; fit makes one float32 copy (grouped by cluster), transform only
+    # its float32 output (the rows of a cluster are gathered a block at a time)
+    assert fit_peak < 1.6 * X.nbytes, fit_peak / X.nbytes
+    assert transform_peak < 1.4 * X.nbytes, transform_peak / X.nbytes
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(X, anisotropic(n=20_000, d=64).astype(np.float32))  # input untouched
+    labels = method.predict(X)
+    for j in range(8):  # each cluster centred, its directions removed, to float32 precision
+        members = out[labels == j].astype(np.float64)
+        assert np.abs(members.mean(axis=0)).max() < 1e-5 * np.abs(X).max()
+        assert np.abs(members @ method.components_[j].T).max() < 1e-5 * np.abs(X).max()
+
+
 # ---- flow -----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gaussian() -> np.ndarray:
@@ -382,6 +410,51 @@ def test_flow_leaves_the_global_torch_rng_alone(gaussian: np.ndarray) -> None:
     assert not np.array_equal(
         Flow(steps=3, seed=1).fit(gaussian).transform(gaussian), Flow(steps=3, seed=2).fit(gaussian).transform(gaussian)
     )
+
+
+@pytest.mark.parametrize("arch", ["glow", "affine"])
+def test_flow_trains_on_one_thread_and_restores_the_callers_count(
+    gaussian: np.ndarray, arch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = pytest.importorskip("torch")
+    import iso_bench.methods.flow as flow_module
+
+    seen = []
+
+    def spy(torch, *args):
+        seen.append(torch.get_num_threads())
+        if len(seen) == 2:
+            raise RuntimeError("training failed")
+        return train(torch, *args)
+
+    train = flow_module._train
+    monkeypatch.setattr(flow_module, "_train", spy)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        Flow(arch=arch, steps=2).fit(gaussian)
+        assert torch.get_num_threads() == 3
+        with pytest.raises(RuntimeError, match="training failed"):
+            Flow(arch=arch, steps=2).fit(gaussian)
+        assert torch.get_num_threads() == 3 and seen == [1, 1]
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_flow_device_is_no_parameter(gaussian: np.ndarray) -> None:
+    torch = pytest.importorskip("torch")
+    default = Flow(steps=5).fit(gaussian).transform(gaussian)
+    method = Flow(steps=5)
+    method.device = "cpu"
+    assert method.spec == "flow-steps=5" and "device" not in method.get_params()
+    np.testing.assert_array_equal(method.fit(gaussian).transform(gaussian), default)
+    method.device = "cuda"  # where there is no GPU, training runs on the CPU
+    Z = method.fit(gaussian).transform(gaussian)
+    if torch.cuda.is_available():  # the same training, rounded differently
+        np.testing.assert_allclose(Z, default, atol=1e-3)
+        assert np.abs(method.inverse(Z) - gaussian).max() < 1e-8
+    else:
+        np.testing.assert_array_equal(Z, default)
 
 
 def test_flow_errors(gaussian: np.ndarray) -> None:
