@@ -1,27 +1,114 @@
-"""How much do N variants cost over one? Wall time of (raw + every method) against raw alone, both from
-a cold raw-vector cache, and of a second (warm) run of every method against the cold one, measured in
-one process, side by side. Also the time each method's fits take.
+"""What N variants cost over one, and what a rerun costs, measured in one process side by side.
 
-    python benchmarks/bench_variants.py [--tasks mteb-sts] [--data-dir DIR] [--methods ...]
+    python benchmarks/bench_variants.py --data-dir ../shared/data [--model ID] [--threads 2] [--device cpu]
 
-Prints the ratios; nothing is asserted (timings on shared machines are noisy).
+Four runs of ``iso_bench.runner.run`` with the default settings (every default method, the 7 MTEB STS tasks,
+bootstrap intervals of 1,000 resamples), at a fixed, printed thread count:
+
+1. raw alone, cold: an empty raw-vector cache and results folder;
+2. raw + every method, cold: another empty cache (raw vectors and fits) and results folder;
+3. warm, results kept: run 2 again (nothing is missing, so nothing is done);
+4. warm, results deleted: run 2's results removed, its caches kept (every evaluation again, no encode; it
+   prints how many fits it ran, which must be 0).
+
+Each run's time is broken down by phase (exclusive: a phase inside another counts once): model loading,
+dataset loading, encoding, reading raw vectors for fits, fits per method, the fit cache, transforms, bootstrap
+intervals, result writing; "mteb evaluation and the rest" is what is left (mteb's scoring, planning, file
+checks). Imports are paid once, before run 1, and printed apart. The output ends with two lines:
+
+    ratio cold: X    (run 2 / run 1)
+    ratio warm: Y    (run 4 / run 2)
+
+Nothing is asserted: timings on shared machines are noisy; the ratios are measured in one process.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
+import shutil
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
-from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL
-from iso_bench.runner import RunConfig, RunSummary, run
+started = time.perf_counter()
+# imports are paid once, before run 1, and timed apart: among them those a run makes lazily (sentence-transformers
+# alone takes ~5 s), which would otherwise weigh on run 1 only
+import mteb  # noqa: E402,F401
+import mteb.evaluate  # noqa: E402,F401
+import scipy.stats  # noqa: E402,F401
+import sentence_transformers  # noqa: E402,F401
+import sklearn.metrics  # noqa: E402,F401
+import torch  # noqa: E402,F401
+
+from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL  # noqa: E402
+from iso_bench.runner import RunConfig, RunSummary, run  # noqa: E402
+
+IMPORT_SECONDS = time.perf_counter() - started
+PHASES = ["model loading", "dataset loading", "encode", "fit: reading raw vectors", "fit cache", "fits", "transforms",
+          "bootstrap intervals", "result writing"]
 
 
-def timed(cfg: RunConfig) -> tuple[float, RunSummary]:
-    start = time.perf_counter()
-    summary = run(cfg)
-    return time.perf_counter() - start, summary
+class Phases:
+    """Exclusive wall time per phase: functions are wrapped, and a phase inside another counts once."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self._stack: list[list[float]] = []  # per open phase: [start, time of phases inside it]
+
+    def wrap(self, owner: Any, name: str, phase: str) -> None:
+        original = getattr(owner, name)
+        if getattr(original, "_bench_phase", None):
+            return
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            frame = [time.perf_counter(), 0.0]
+            self._stack.append(frame)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._stack.pop()
+                spent = time.perf_counter() - frame[0]
+                self.seconds[phase] += spent - frame[1]
+                if self._stack:
+                    self._stack[-1][1] += spent
+
+        timed._bench_phase = phase  # type: ignore[attr-defined]
+        setattr(owner, name, timed)
+
+    def take(self) -> dict[str, float]:
+        out, self.seconds = dict(self.seconds), defaultdict(float)
+        return out
+
+
+def instrument(phases: Phases) -> None:
+    import iso_bench.backbone
+    import iso_bench.encoder
+    import iso_bench.instances
+    import iso_bench.mteb_plugin
+    from iso_bench.cache import EmbeddingStore
+    from iso_bench.methods import METHODS
+
+    phases.wrap(iso_bench.backbone, "load_backbone", "model loading")
+    phases.wrap(mteb.abstasks.AbsTask, "load_data", "dataset loading")
+    phases.wrap(EmbeddingStore, "_compute", "encode")
+    phases.wrap(EmbeddingStore, "_compute_spans", "encode")
+    phases.wrap(iso_bench.encoder._Variant, "_fit_matrix", "fit: reading raw vectors")
+    phases.wrap(iso_bench.encoder, "load_fit", "fit cache")
+    phases.wrap(iso_bench.encoder, "save_fit", "fit cache")
+    for name in METHODS:
+        cls = METHODS.get(name)
+        if "fit" in vars(cls):
+            phases.wrap(cls, "fit", f"fit {name}")
+        if "transform" in vars(cls):
+            phases.wrap(cls, "transform", "transforms")
+    phases.wrap(iso_bench.instances, "interval_record", "bootstrap intervals")
+    phases.wrap(iso_bench.instances, "write_instances", "result writing")  # before run() installs the hook
+    phases.wrap(iso_bench.mteb_plugin, "write_result", "result writing")
 
 
 def main() -> None:
@@ -29,34 +116,57 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--tasks", nargs="+", default=["mteb-sts"])
     parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
-    parser.add_argument("--data-dir")
+    parser.add_argument("--data-dir", default=os.environ.get("ISO_BENCH_DATA_DIR"))
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads, fixed for every run (default: 2)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     args = parser.parse_args()
+    methods = list(dict.fromkeys(["raw", *args.methods]))
 
+    phases = Phases()
+    instrument(phases)
+    rows: list[tuple[str, float, RunSummary, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="iso-bench-bench-") as tmp:
         root = Path(tmp)
 
-        def config(name: str, methods: list[str], cache: str) -> RunConfig:
-            return RunConfig(model=args.model, methods=methods, tasks=args.tasks, data_dir=args.data_dir,
-                             results_dir=root / f"results-{name}", cache_dir=root / cache,
-                             batch_size=args.batch_size, progress=False, overwrite=True)
+        def config(name: str, specs: list[str]) -> RunConfig:
+            return RunConfig(model=args.model, methods=specs, tasks=args.tasks, data_dir=args.data_dir,
+                             results_dir=root / f"results-{name}", cache_dir=root / f"cache-{name}",
+                             batch_size=args.batch_size, threads=args.threads, device=args.device, progress=False)
 
-        t_raw, s_raw = timed(config("raw", ["raw"], "cache-raw"))
-        t_all, s_all = timed(config("all", list(args.methods), "cache-all"))
-        t_warm, s_warm = timed(config("warm", list(args.methods), "cache-all"))
+        def timed(label: str, cfg: RunConfig) -> None:
+            phases.take()
+            start = time.perf_counter()
+            summary = run(cfg)
+            rows.append((label, time.perf_counter() - start, summary, phases.take()))
+            print(f"  done: {label}, {rows[-1][1]:.1f} s", flush=True)
 
-    print(f"model {args.model}; tasks {' '.join(args.tasks)}; methods {' '.join(args.methods)}")
-    print(f"{'run':<34}{'seconds':>9}{'texts encoded':>15}")
-    print(f"{'raw alone, cold cache':<34}{t_raw:>9.1f}{s_raw.encode_stats['computed']:>15}")
-    print(f"{'raw + every method, cold cache':<34}{t_all:>9.1f}{s_all.encode_stats['computed']:>15}")
-    print(f"{'raw + every method, warm cache':<34}{t_warm:>9.1f}{s_warm.encode_stats['computed']:>15}")
-    print(f"ratio (raw + every method) / (raw alone), cold: {t_all / t_raw:.2f}")
-    print(f"ratio warm / cold (every method):               {t_warm / t_all:.2f}")
-    print("seconds in each method's fits (cold run; one fit per task and level):")
-    for name, seconds in s_all.fit_seconds.items():
-        print(f"  {name.rpartition('+')[2]:<32}{seconds:>9.1f}")
-    fits = sum(s_all.fit_seconds.values())
-    print(f"ratio (cold run less its fits) / (raw alone):   {(t_all - fits) / t_raw:.2f}")
+        print(f"model {args.model}; tasks {' '.join(args.tasks)}; methods {' '.join(methods)}; device {args.device}; "
+              f"torch threads {args.threads}; imports {IMPORT_SECONDS:.1f} s (once, before run 1)", flush=True)
+        timed("raw alone, cold", config("raw", ["raw"]))
+        from iso_bench.runner import _LOADED
+
+        _LOADED.clear()  # run 2 loads the model again, as run 1 did
+        timed("raw + every method, cold", config("all", methods))
+        timed("warm, results kept", config("all", methods))
+        shutil.rmtree(root / "results-all")
+        timed("warm, results deleted", config("all", methods))
+
+    print(f"\n{'run':<28}{'seconds':>9}{'texts encoded':>15}{'fits run':>10}{'fits loaded':>13}")
+    for label, seconds, summary, _ in rows:
+        print(f"{label:<28}{seconds:>9.1f}{summary.encode_stats.get('computed', 0):>15}"
+              f"{sum(summary.fits_run.values()):>10}{sum(summary.fits_loaded.values()):>13}")
+
+    names = [p for p in PHASES if p != "fits"]
+    fit_names = sorted({k for *_, ph in rows for k in ph if k.startswith("fit ") and k != "fit cache"})
+    print(f"\nseconds by phase (exclusive){'':<8}" + "".join(f"{i:>10}" for i in range(1, len(rows) + 1)))
+    for name in [*names[:5], *fit_names, *names[5:]]:
+        print(f"  {name:<34}" + "".join(f"{ph.get(name, 0.0):>10.2f}" for *_, ph in rows))
+    print(f"  {'mteb evaluation and the rest':<34}" + "".join(f"{s - sum(ph.values()):>10.2f}" for _, s, _, ph in rows))
+    print(f"  {'total':<34}" + "".join(f"{s:>10.2f}" for _, s, _, _ in rows))
+    print(f"\nfits run in the warm run with results deleted: {sum(rows[3][2].fits_run.values())}")
+    print(f"ratio cold: {rows[1][1] / rows[0][1]:.2f}")
+    print(f"ratio warm: {rows[3][1] / rows[1][1]:.2f}")
 
 
 if __name__ == "__main__":

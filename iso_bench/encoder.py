@@ -116,6 +116,9 @@ class _Variant:
         key = f"{corpus.key}@{level}"
         if key not in self._fitted:
             method = self._new_method(self.method_spec)[0]
+            device = str(getattr(getattr(self.store, "backbone", None), "device", "cpu"))
+            if device.startswith("cuda") and hasattr(type(method), "device"):  # a method that can train on a GPU
+                method.device = device
             stored, fit, store_at = self._stored_fit(corpus, level, method)
             if stored is None:
                 X = self._fit_matrix(corpus, level)

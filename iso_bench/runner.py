@@ -296,8 +296,11 @@ def _run(cfg: RunConfig) -> RunSummary:
             _load(cfg, run, run.tasks)
     summary = RunSummary(cfg.model, run.revision or "unknown", [t.metadata.name for t in run.tasks],
                          results_dir=Path(cfg.results_dir) / "results")
-    for (variant_cfg, spec, position, replicate), names in zip(variants, todo, strict=True):
-        _run_variant(variant_cfg, run, spec, position, cache, summary, replicate=replicate, todo=names)
+    states = [_start_variant(variant_cfg, run, spec, position, replicate=replicate, todo=names)
+              for (variant_cfg, spec, position, replicate), names in zip(variants, todo, strict=True)]
+    _evaluate(cfg, run, states, cache, summary)
+    for state in states:
+        _finish_variant(state, run, cache, summary)
     summary.encode_stats = dict(run.store.stats) if run.store is not None else {"computed": 0, "reused": 0}
     summary.seconds = time.perf_counter() - started
     return summary
@@ -381,48 +384,71 @@ def _reset_sampling(task: Any) -> None:
         task.rng_state, task.np_rng = _set_seed(task.seed)
 
 
-def _run_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, cache: Any, summary: RunSummary, *,
-                 replicate: bool = False, todo: set[str] | None = None) -> None:
-    """Evaluate one variant on the tasks of ``todo`` (default: every task); mteb writes each result (with its
-    provenance) into its setup's folder. The scores of the other tasks are read from their result files.
-    ``replicate``: one of several seeds (named in the summary)."""
-    import mteb
-    from tqdm.auto import tqdm
+@dataclass
+class _VariantRun:
+    """One variant of a run: its setup, its ModelMeta, the tasks it still has to be evaluated on, its encoder."""
 
+    cfg: RunConfig
+    meta: Any
+    label: str
+    position: str
+    todo: set[str]
+    encoder: Any = None
+    row: dict[str, float | None] = field(default_factory=dict)
+
+
+def _start_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, *, replicate: bool = False,
+                   todo: set[str] | None = None) -> _VariantRun:
+    """The variant's ModelMeta and (when ``todo`` names a task; default: every task) its encoder.
+    ``replicate``: one of several seeds (named in the summary)."""
     from iso_bench.encoder import VariantEncoder
 
     todo = {t.metadata.name for t in run.tasks} if todo is None else todo
     meta = _variant_meta(cfg, run, _canonical(spec, cfg.seed))
-    label = f"{meta.name} [seed={cfg.seed}]" if replicate else meta.name
-    row: dict[str, float | None] = {}
-    encoder = None
+    state = _VariantRun(cfg, meta, f"{meta.name} [seed={cfg.seed}]" if replicate else meta.name, position, todo)
     if todo:
-        encoder = VariantEncoder(run.store, spec, corpus=_corpus(cfg, run), seed=cfg.seed)
-        encoder.base_record, encoder.data_sources = run.base_record, run.sources
-        encoder.mteb_model_meta = meta
-    tasks = [t for t in run.tasks if t.metadata.name in todo]
-    bar = tqdm(tasks, desc=f"{position} {meta.name.rpartition('+')[2]}", unit="task",
-               disable=not cfg.progress or not tasks, leave=False)
-    for task in bar:
+        state.encoder = VariantEncoder(run.store, spec, corpus=_corpus(cfg, run), seed=cfg.seed)
+        state.encoder.base_record, state.encoder.data_sources = run.base_record, run.sources
+        state.encoder.mteb_model_meta = meta
+    return state
+
+
+def _evaluate(cfg: RunConfig, run: _Prepared, states: list[_VariantRun], cache: Any, summary: RunSummary) -> None:
+    """Evaluate, task by task, every variant that lacks its result on the task; mteb writes each result (with
+    its provenance) into the variant's setup folder. Task by task, so that what the variants share on a task
+    (its data, its raw vectors, its bootstrap resamples and gold ranks) is at hand once."""
+    import mteb
+    from tqdm.auto import tqdm
+
+    pairs = [(task, state) for task in run.tasks for state in states if task.metadata.name in state.todo]
+    bar = tqdm(pairs, desc="evaluating", unit="result", disable=not cfg.progress or not pairs, leave=False)
+    for task, state in bar:
         name = task.metadata.name
-        bar.set_postfix_str(name)
-        logger.info("evaluating %s on %s", meta.name, name)
+        bar.set_postfix_str(f"{state.position} {state.meta.name.rpartition('+')[2]} on {name}")
+        logger.info("evaluating %s on %s", state.meta.name, name)
         _reset_sampling(task)
-        result = mteb.evaluate(encoder, task, cache=cache, encode_kwargs={"batch_size": cfg.batch_size},
-                               overwrite_strategy="always" if cfg.overwrite else "only-missing",
+        result = mteb.evaluate(state.encoder, task, cache=cache, encode_kwargs={"batch_size": cfg.batch_size},
+                               overwrite_strategy="always" if state.cfg.overwrite else "only-missing",
                                show_progress_bar=False, raise_error=False)
         for error in result.exceptions or ():
-            summary.errors.setdefault(label, {})[error.task_name] = error.exception
+            summary.errors.setdefault(state.label, {})[error.task_name] = error.exception
         for task_result in result.task_results:
-            row[name] = task_result.get_score()
+            state.row[name] = task_result.get_score()
     bar.close()
+
+
+def _finish_variant(state: _VariantRun, run: _Prepared, cache: Any, summary: RunSummary) -> None:
+    """The variant's row of the summary: the scores it computed, and those of the results it already had."""
+    row = {}
     for task in run.tasks:
         name = task.metadata.name
-        if name not in todo:
-            existing = cache.load_task_result(name, meta)
+        if name in state.todo:
+            row[name] = state.row.get(name)
+        else:
+            existing = cache.load_task_result(name, state.meta)
             row[name] = existing.get_score() if existing is not None else None
-        row.setdefault(name, None)
-    summary.scores[label] = {t.metadata.name: row[t.metadata.name] for t in run.tasks}
-    summary.fit_seconds[label] = encoder.fit_seconds if encoder else 0.0
-    summary.fits_run[label] = encoder.fits_run if encoder else 0
-    summary.fits_loaded[label] = encoder.fits_loaded if encoder else 0
+    summary.scores[state.label] = row
+    encoder = state.encoder
+    summary.fit_seconds[state.label] = encoder.fit_seconds if encoder else 0.0
+    summary.fits_run[state.label] = encoder.fits_run if encoder else 0
+    summary.fits_loaded[state.label] = encoder.fits_loaded if encoder else 0

@@ -45,8 +45,10 @@ def test_seeds_replicate_only_the_variants_a_seed_changes(monkeypatch: pytest.Mo
     monkeypatch.setattr(runner, "_missing", lambda run, cache, variants: [set() for _ in variants])
     monkeypatch.setattr("iso_bench.mteb_plugin.install_result_hook", lambda: None)
     monkeypatch.setattr("mteb.cache.ResultCache", lambda path: None)
-    monkeypatch.setattr(runner, "_run_variant", lambda cfg, run, spec, position, cache, summary, replicate, todo:
+    monkeypatch.setattr(runner, "_start_variant", lambda cfg, run, spec, position, replicate, todo:
                         calls.append((spec, cfg.seed, replicate, position)))
+    monkeypatch.setattr(runner, "_evaluate", lambda cfg, run, states, cache, summary: None)
+    monkeypatch.setattr(runner, "_finish_variant", lambda state, run, cache, summary: None)
     cfg = runner.RunConfig(methods=["raw", "whiten", "flow", "cluster-pca-seed=7"], seeds=[0, 1, 1, 2])
     runner._run(cfg)
     assert [(spec, seed, rep) for spec, seed, rep, _ in calls] == [
