@@ -11,6 +11,7 @@ runner writes into each result file.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -23,6 +24,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
 from iso_bench import __version__
+from iso_bench.checks import one_blas_thread
 from iso_bench.files import folder_checksum, texts_digest
 from iso_bench.fit_cache import FOLDER as FIT_FOLDER
 from iso_bench.fit_cache import FitFileError, fit_key, key_name, load_fit, save_fit, set_aside
@@ -30,6 +32,18 @@ from iso_bench.fit_corpus import CorpusProvider
 from iso_bench.methods import Method, MethodError, make_method
 
 logger = logging.getLogger(__name__)
+
+
+def _one_blas_thread(method: Any) -> Any:
+    """Run ``method`` (it fits and transforms) with numpy's BLAS on one thread, beside torch's threads
+    (:func:`iso_bench.checks.one_blas_thread`)."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with one_blas_thread():
+            return method(*args, **kwargs)
+
+    return wrapper
 
 
 class _Variant:
@@ -183,6 +197,7 @@ class _Variant:
         return np.concatenate(parts, axis=0)
 
     # ---- transforming -----------------------------------------------------------------------------
+    @_one_blas_thread
     def vectors(self, texts: Sequence[str], task_name: str | None, *, task_metadata: Any = None,
                 prompt_type: Any = None) -> np.ndarray:
         """Post-processed sentence vectors of ``texts``. ``task_metadata`` and ``prompt_type`` (what mteb hands
@@ -203,6 +218,7 @@ class _Variant:
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return pooled.astype(np.float32)
 
+    @_one_blas_thread
     def word_vectors(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], task_name: str | None, *,
                      task_metadata: Any = None, prompt_type: Any = None) -> np.ndarray:
         """Post-processed vectors of target words: the sub-token mean of each character span in its
@@ -217,6 +233,7 @@ class _Variant:
         out[ok] = Z
         return out
 
+    @_one_blas_thread
     def token_vectors(self, texts: Sequence[str], task_name: str | None, *, task_metadata: Any = None,
                       prompt_type: Any = None) -> np.ndarray:
         """Post-processed token vectors of ``texts`` (special tokens excluded), all rows stacked."""
@@ -235,7 +252,7 @@ class VariantEncoder(_Variant, AbsEncoder):
 
     def encode(self, inputs: Any, *, task_metadata: Any, hf_split: str, hf_subset: str,
                prompt_type: Any = None, **kwargs: Any) -> np.ndarray:
-        texts = [t for batch in inputs for t in batch["text"]]
+        texts = _texts(inputs)
         self.note_task(task_metadata)
         return self.vectors(texts, task_metadata.name, task_metadata=task_metadata, prompt_type=prompt_type)
 
@@ -249,6 +266,24 @@ class VariantEncoder(_Variant, AbsEncoder):
         if getattr(self._meta, "similarity_fn_name", None) is not None:
             return super().similarity_pairwise(embeddings1, embeddings2)
         return pairwise_cos_sim(embeddings1, embeddings2)
+
+
+def _texts(inputs: Any) -> list[str]:
+    """The texts of the batches mteb hands ``encode``, in order. mteb's loaders are plain sequential
+    DataLoaders over a dataset with a ``"text"`` column, whose batches (default collation) are that column's
+    values in order: the column is read at once, not collated batch by batch (a tenth of a second per
+    evaluation). Any other iterable of batches is iterated."""
+    from torch.utils.data import DataLoader, SequentialSampler
+
+    dataset = getattr(inputs, "dataset", None)
+    column_names = getattr(dataset, "column_names", None) or ()
+    if (isinstance(inputs, DataLoader) and isinstance(inputs.sampler, SequentialSampler) and "text" in column_names
+            and inputs.batch_size is not None):
+        texts = dataset["text"]
+        texts = list(texts) if not isinstance(texts, list) else texts
+        if all(isinstance(t, str) for t in texts):
+            return texts
+    return [t for batch in inputs for t in batch["text"]]
 
 
 def base_record(backbone: Any, command: str | None = None) -> dict[str, Any]:

@@ -59,3 +59,20 @@ def test_the_runs_seed_is_part_of_the_setup_not_of_the_variants_name() -> None:
     fixed = VariantEncoder(None, "cluster-pca-seed=7", seed=2)
     assert fixed.spec == "cluster-pca-seed=7" and fixed._prototype.seed == 7  # a seed the spec sets stays
     assert VariantEncoder(None, "whiten-level=token", seed=2).spec == "whiten-level=token"
+
+
+def test_the_texts_of_mtebs_loaders_are_read_as_iterating_them_gives_them() -> None:
+    import mteb
+    from mteb._create_dataloaders import create_dataloader
+
+    from iso_bench.encoder import _texts
+
+    texts = [f"text {i}" for i in range(70)]
+    task = mteb.get_task("STSBenchmark")
+    loader = create_dataloader(datasets.Dataset.from_dict({"text": texts}), task_metadata=task.metadata,
+                               batch_size=32)
+    assert _texts(loader) == [t for batch in loader for t in batch["text"]] == texts
+    shuffled = __import__("torch").utils.data.DataLoader(datasets.Dataset.from_dict({"text": texts}), batch_size=8,
+                                                         shuffle=True)
+    assert sorted(_texts(shuffled)) == sorted(texts)  # not sequential: iterated, whatever order it gives
+    assert _texts([{"text": ["a", "b"]}, {"text": ["c"]}]) == ["a", "b", "c"]  # any iterable of batches
