@@ -205,6 +205,13 @@ class EmbeddingStore:
         """The prompt string the backbone puts before texts of this task and prompt type (None: none)."""
         return self._where(task_metadata, prompt_type)[0]
 
+    def intact(self) -> bool:
+        """Whether every shard this store has read or written is still on disk (a store kept in memory
+        between runs is reused only then: a cache folder cleared meanwhile is read, and filled, anew)."""
+        if self.folder is None:
+            return True
+        return self.folder.is_dir() and all((self.folder / name).is_file() for name in self._seen)
+
     # ---- internals --------------------------------------------------------------------------------
     def _where(self, task_metadata: Any, prompt_type: Any) -> tuple[str | None, dict[str, Any]]:
         """``(context, encode keyword arguments)``: the backbone's resolved prompt and what its ``encode``

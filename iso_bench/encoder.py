@@ -277,10 +277,10 @@ def _texts(inputs: Any) -> list[str]:
 
     dataset = getattr(inputs, "dataset", None)
     column_names = getattr(dataset, "column_names", None) or ()
+    plain = getattr(dataset, "format", {}).get("type", "custom") is None  # no torch format, no set_transform
     if (isinstance(inputs, DataLoader) and isinstance(inputs.sampler, SequentialSampler) and "text" in column_names
-            and inputs.batch_size is not None):
-        texts = dataset["text"]
-        texts = list(texts) if not isinstance(texts, list) else texts
+            and inputs.batch_size is not None and plain):
+        texts = dataset.with_format("arrow")["text"].to_pylist()  # the rows in order, through any select()
         if all(isinstance(t, str) for t in texts):
             return texts
     return [t for batch in inputs for t in batch["text"]]

@@ -230,6 +230,11 @@ def build_backbone(cfg: RunConfig) -> Any:
     return _LOADED[key]
 
 
+_STORES: dict[tuple[Any, ...], Any] = {}
+"""The last raw-vector store of this process, with the vectors it has read: the next run on the same backbone
+and cache folder (a benchmark, a notebook) does not read the folder again while its shards are all there."""
+
+
 def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
     """Load the backbone (once) and encode every text of ``tasks`` that the raw-vector cache lacks."""
     from iso_bench.cache import EmbeddingStore, default_cache_dir
@@ -244,8 +249,15 @@ def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
         levels = {make_method(spec)[1] for spec in cfg.methods}
         needs_tokens = "token" in levels or any(getattr(t, "needs_tokens", False) for t in run.tasks)
         kinds = ("sentence", "tokens") if needs_tokens else ("sentence",)
-        run.store = EmbeddingStore(run.backbone, cfg.cache_dir or default_cache_dir(), kinds=kinds,
-                                   batch_size=cfg.batch_size, progress=cfg.progress)
+        folder = Path(cfg.cache_dir or default_cache_dir()).expanduser().resolve()
+        key = (id(run.backbone), str(folder), kinds, cfg.batch_size)
+        store = _STORES.get(key)
+        if store is None or not store.intact():
+            _STORES.clear()
+            store = _STORES[key] = EmbeddingStore(run.backbone, folder, kinds=kinds, batch_size=cfg.batch_size,
+                                                  progress=cfg.progress)
+        store.progress, store.stats = cfg.progress, {"computed": 0, "reused": 0}
+        run.store = store
     _encode_all(run.store, tasks, run.corpus, run.store.kinds)
 
 

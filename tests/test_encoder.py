@@ -76,3 +76,9 @@ def test_the_texts_of_mtebs_loaders_are_read_as_iterating_them_gives_them() -> N
                                                          shuffle=True)
     assert sorted(_texts(shuffled)) == sorted(texts)  # not sequential: iterated, whatever order it gives
     assert _texts([{"text": ["a", "b"]}, {"text": ["c"]}]) == ["a", "b", "c"]  # any iterable of batches
+    selected = __import__("torch").utils.data.DataLoader(datasets.Dataset.from_dict({"text": texts}).select([5, 1, 3]),
+                                                         batch_size=2)
+    assert _texts(selected) == ["text 5", "text 1", "text 3"]  # the rows a select() keeps, in its order
+    transformed = datasets.Dataset.from_dict({"text": texts})
+    transformed.set_transform(lambda batch: {"text": [t.upper() for t in batch["text"]]})
+    assert _texts(__import__("torch").utils.data.DataLoader(transformed, batch_size=8))[:1] == ["TEXT 0"]

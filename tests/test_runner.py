@@ -70,3 +70,19 @@ def test_a_sampled_fit_corpus_puts_the_seed_in_the_setup(monkeypatch: pytest.Mon
     assert setup_kwargs("whiten", seed=3) == {"fit_corpus": "task"}
     assert setup_kwargs("whiten", seed=3, fit_sample=50) == {"fit_corpus": "task", "fit_sample": 50, "seed": 3}
     assert setup_kwargs("raw", seed=3, fit_sample=50) == {}
+
+
+def test_a_store_kept_between_runs_is_dropped_when_its_shards_are_gone(tmp_path) -> None:
+    import numpy as np
+
+    from iso_bench.cache import EmbeddingStore
+    from tests.conftest import KeywordBackbone
+
+    store = EmbeddingStore(KeywordBackbone(["cat", "dog"]), tmp_path / "cache", progress=False)
+    store.sentences(["cat dog", "dog"])
+    assert store.intact()
+    (shard,) = store.folder.glob("sentence-*.npz")
+    shard.unlink()  # the cache folder cleared between two runs of one process
+    assert not store.intact()
+    fresh = EmbeddingStore(KeywordBackbone(["cat", "dog"]), tmp_path / "cache", progress=False)
+    assert np.array_equal(fresh.sentences(["dog"]), [[0.0, 1.0]]) and fresh.stats["computed"] == 1
