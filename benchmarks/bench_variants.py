@@ -60,8 +60,8 @@ class Phases:
         self._stack: list[list[float]] = []  # per open phase: [start, time of phases inside it]
 
     def wrap(self, owner: Any, name: str, phase: str) -> None:
-        original = getattr(owner, name)
-        if getattr(original, "_bench_phase", None):
+        original = getattr(owner, name, None)
+        if original is None or getattr(original, "_bench_phase", None):  # absent in this version, or wrapped
             return
 
         @functools.wraps(original)
@@ -144,9 +144,9 @@ def main() -> None:
         print(f"model {args.model}; tasks {' '.join(args.tasks)}; methods {' '.join(methods)}; device {args.device}; "
               f"torch threads {args.threads}; imports {IMPORT_SECONDS:.1f} s (once, before run 1)", flush=True)
         timed("raw alone, cold", config("raw", ["raw"]))
-        from iso_bench.runner import _LOADED
+        import iso_bench.runner
 
-        _LOADED.clear()  # run 2 loads the model again, as run 1 did
+        getattr(iso_bench.runner, "_LOADED", {}).clear()  # run 2 loads the model again, as run 1 did
         timed("raw + every method, cold", config("all", methods))
         timed("warm, results kept", config("all", methods))
         shutil.rmtree(root / "results-all")
@@ -155,7 +155,8 @@ def main() -> None:
     print(f"\n{'run':<28}{'seconds':>9}{'texts encoded':>15}{'fits run':>10}{'fits loaded':>13}")
     for label, seconds, summary, _ in rows:
         print(f"{label:<28}{seconds:>9.1f}{summary.encode_stats.get('computed', 0):>15}"
-              f"{sum(summary.fits_run.values()):>10}{sum(summary.fits_loaded.values()):>13}")
+              f"{sum(getattr(summary, 'fits_run', {}).values()):>10}"
+              f"{sum(getattr(summary, 'fits_loaded', {}).values()):>13}")
 
     names = [p for p in PHASES if p != "fits"]
     fit_names = sorted({k for *_, ph in rows for k in ph if k.startswith("fit ") and k != "fit cache"})
@@ -164,7 +165,8 @@ def main() -> None:
         print(f"  {name:<34}" + "".join(f"{ph.get(name, 0.0):>10.2f}" for *_, ph in rows))
     print(f"  {'mteb evaluation and the rest':<34}" + "".join(f"{s - sum(ph.values()):>10.2f}" for _, s, _, ph in rows))
     print(f"  {'total':<34}" + "".join(f"{s:>10.2f}" for _, s, _, _ in rows))
-    print(f"\nfits run in the warm run with results deleted: {sum(rows[3][2].fits_run.values())}")
+    fits = getattr(rows[3][2], "fits_run", None)
+    print(f"\nfits run in the warm run with results deleted: {'?' if fits is None else sum(fits.values())}")
     print(f"ratio cold: {rows[1][1] / rows[0][1]:.2f}")
     print(f"ratio warm: {rows[3][1] / rows[1][1]:.2f}")
 
