@@ -26,12 +26,12 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import os
 import re
 import uuid
+import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from iso_bench.faults import fault_point
-from iso_bench.files import atomic_write_bytes, atomic_write_text
+from iso_bench.files import atomic_write_text, replacing
 from iso_bench.registry import IsoBenchError
 
 try:
@@ -92,19 +92,26 @@ class CacheCorruptError(IsoBenchError, RuntimeError):
 
 
 def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray]) -> None:
-    """Write vectors (each ``(dim,)`` or ``(n_i, dim)``) atomically with a checksum."""
+    """Write vectors (each ``(dim,)`` or ``(n_i, dim)``) atomically with a checksum.
+
+    The file is what ``np.savez`` writes (an uncompressed zip of ``.npy`` members), streamed into its
+    temporary file member by member: no second copy of a shard that may be 100s of MB is made in memory."""
     dim = arrays[0].shape[-1]
-    rows = [a.reshape(-1, dim).astype(np.float32) for a in arrays]
+    rows = [np.asarray(a, dtype=np.float32).reshape(-1, dim) for a in arrays]
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(r) for r in rows])
     data = np.concatenate(rows, axis=0) if rows else np.zeros((0, dim), np.float32)
     key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)
-    ndim = np.array([arrays[0].ndim], dtype=np.int64)
-    buffer = io.BytesIO()
-    np.savez(buffer, keys=key_arr, offsets=offsets, data=data, ndim=ndim, digest=_digest(key_arr, offsets, data))
+    members = {"keys": key_arr, "offsets": offsets, "data": data, "ndim": np.array([arrays[0].ndim], dtype=np.int64),
+               "digest": _digest(key_arr, offsets, data)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    # a view, not a second copy of a shard that may be 100s of MB
-    atomic_write_bytes(path, buffer.getbuffer(), fault="shard-write")
+    with replacing(path) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, array in members.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
+            if name == "data":  # the vectors are in the temporary file, its checksum and directory are not
+                archive.fp.flush()
+                fault_point("shard-write")
 
 
 def read_shard(path: Path) -> dict[bytes, np.ndarray]:

@@ -4,7 +4,7 @@ clean-up, as a power cut or the OOM killer would) the ``n``-th time (default: th
 The points, each placed where a crash could leave work half done:
 
 - ``encode``: a chunk of texts has been encoded and not yet written to the raw-vector cache;
-- ``shard-write``: half of a cache shard's bytes are in its temporary file;
+- ``shard-write``: a cache shard's vectors are in its temporary file, its checksum is not;
 - ``result-write``: half of a result file's bytes are in its temporary file;
 - ``between-results``: a result file has been written and the next evaluation has not started.
 

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import logging
@@ -168,6 +169,8 @@ def _context(original: Any, reason: str | None = None) -> Any:
         store.pop(key, None)  # a failed evaluation leaves nothing of an earlier one
         capture = _Capture(self, reason)
         _ACTIVE.append(capture)
+        if args:
+            args = (listed_columns(args[0]), *args[1:])
         try:
             scores = original(self, model, *args, **kwargs)
         finally:
@@ -180,6 +183,35 @@ def _context(original: Any, reason: str | None = None) -> Any:
 
     wrapper.iso_bench_capture = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def listed_columns(data_split: Any) -> Any:
+    """``data_split`` (a ``datasets.Dataset`` in python format) as a dataset whose plain columns, asked for by
+    name, come back as python lists read at once (what ``datasets`` before 4.0 returned, and mteb reads
+    either), instead of a ``Column`` that formats its rows one by one (30 ms for an STS task's 3,000 scores,
+    a second per run of 56 results). The same rows and values; anything else is returned unchanged."""
+    from datasets import Dataset
+
+    if type(data_split) is not Dataset or data_split._format_type is not None:
+        return data_split
+    listed = copy.copy(data_split)  # shares the Arrow table; nothing is read or copied
+    listed.__class__ = _listed_class()
+    return listed
+
+
+@functools.lru_cache(maxsize=1)
+def _listed_class() -> type:
+    from datasets import Dataset, Value
+    from datasets.formatting import query_table
+
+    class ListedColumns(Dataset):
+        def __getitem__(self, key: Any) -> Any:
+            feature = self.features.get(key) if isinstance(key, str) and self._format_type is None else None
+            if isinstance(feature, Value):  # numbers and strings: Arrow's python values are the formatter's
+                return query_table(self._data, key, indices=self._indices).column(key).to_pylist()
+            return super().__getitem__(key)
+
+    return ListedColumns
 
 
 def _recorder(original: Any) -> Any:

@@ -365,3 +365,20 @@ def test_wsd_units_give_the_scorers_f1_with_and_without_unanswered_instances() -
     assert instance_outcomes(gold, partly).tolist() == [[1, 1], [1, 1], [0, 1], [1, 1], [0, 0]]
     assert score(gold, partly).f1 / 100 == pytest.approx(2 * 3 / (5 + 4))  # F1 = 2C / (N + A)
     assert isinstance(_units(gold, answered, "precision"), str)
+
+
+def test_listed_columns_give_the_rows_values_at_once_and_nothing_else_changes() -> None:
+    from datasets import Dataset, Sequence, Value
+
+    ds = Dataset.from_dict({"score": [0.5, 4.0, 2.25, 1.0], "sentence1": ["a", "b", "c", "d"],
+                            "ids": [[1], [2, 3], [], [4]]})
+    ds = ds.cast_column("ids", Sequence(Value("int64")))
+    picked = ds.select([3, 1, 2])  # an indices mapping: the rows in the selected order
+    listed = instances.listed_columns(picked)
+    assert listed["score"] == [1.0, 4.0, 2.25] == list(picked["score"])
+    assert listed["sentence1"] == ["d", "b", "c"] and isinstance(listed["sentence1"], list)
+    assert list(listed["ids"]) == [[4], [2, 3], []]  # not a plain value: datasets' own Column
+    assert listed[0] == picked[0] and len(listed) == 3
+    assert listed.with_format("arrow")["score"].to_pylist() == [1.0, 4.0, 2.25]  # other formats: datasets' own
+    assert type(instances.listed_columns(picked.with_format("numpy"))) is Dataset
+    assert instances.listed_columns({"score": [1]}) == {"score": [1]}
