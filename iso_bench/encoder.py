@@ -211,9 +211,7 @@ class _Variant:
         if min(lengths, default=1) == 0:
             empty = [texts[i] for i, n in enumerate(lengths) if n == 0][:3]
             raise ValueError(f"texts without any non-special token cannot be pooled at token level: {empty!r}")
-        Z = method.transform(np.concatenate(toks, axis=0))
-        bounds = np.cumsum([0, *lengths])
-        pooled = np.stack([Z[bounds[i] : bounds[i + 1]].mean(0) for i in range(len(toks))])
+        pooled = method.transform_means(np.concatenate(toks, axis=0), np.cumsum([0, *lengths[:-1]]))
         if getattr(self.store.backbone.extraction, "normalize", False):
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return pooled.astype(np.float32)

@@ -66,6 +66,20 @@ def test_contract(name: str, X: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_contract_transform_means_pools_the_transform_segment_by_segment(name: str, dtype: type, X: np.ndarray) -> None:
+    method = METHODS.get(name)().fit(X)
+    Xd = X.astype(dtype)
+    starts = np.array([0, 3, 4, 50, 51, N - 1])  # segments of 3, 1, 46, 1, N - 52 and 1 rows
+    Z = method.transform(Xd)
+    bounds = [*starts, N]
+    expected = np.stack([Z[a:b].mean(axis=0) for a, b in zip(bounds[:-1], bounds[1:])])
+    pooled = method.transform_means(Xd, starts)
+    assert pooled.dtype == Z.dtype
+    np.testing.assert_array_equal(pooled, expected)  # the same arithmetic, not only close
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_contract_nan_input(name: str, X: np.ndarray) -> None:
     bad = X.copy()
     bad[3, 4] = np.nan

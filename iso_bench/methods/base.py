@@ -131,6 +131,22 @@ class Method:
     def transform(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def transform_means(self, X: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """The mean of the transformed rows of each segment of ``X`` (segment ``i``: rows ``starts[i]`` up to
+        ``starts[i + 1]``, the last to the end; none empty), shape ``(len(starts), output dim)``: token-level
+        post-processing pooled into sentence vectors (the same numbers as ``Z[a:b].mean(axis=0)`` per segment).
+
+        >>> from iso_bench.methods.center import Center
+        >>> Center().fit(np.array([[0.0], [2.0]])).transform_means(np.array([[1.0], [3.0], [5.0]]), np.array([0, 1]))
+        array([[0.],
+               [3.]])
+        """
+        from iso_bench.linalg import segment_sums
+
+        Z = self.transform(X)
+        lengths = np.diff(np.append(starts, len(X)))
+        return segment_sums(Z, starts) / lengths[:, None].astype(Z.dtype)
+
     def output_dim(self, dim: int) -> int:
         """The dimension of transformed vectors for ``dim``-d input, as far as it is known before fitting."""
         return dim
