@@ -73,7 +73,7 @@ def test_contract_transform_means_pools_the_transform_segment_by_segment(name: s
     starts = np.array([0, 3, 4, 50, 51, N - 1])  # segments of 3, 1, 46, 1, N - 52 and 1 rows
     Z = method.transform(Xd)
     bounds = [*starts, N]
-    expected = np.stack([Z[a:b].mean(axis=0) for a, b in zip(bounds[:-1], bounds[1:])])
+    expected = np.stack([Z[a:b].mean(axis=0) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
     pooled = method.transform_means(Xd, starts)
     assert pooled.dtype == Z.dtype
     np.testing.assert_array_equal(pooled, expected)  # the same arithmetic, not only close
