@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CACHE_ENV = "ISO_BENCH_CACHE"
 FLUSH_EVERY = 2048  # texts encoded between two shard writes: a crash loses at most this much work
+RECENT = 4  # sentence matrices kept for the next variant (a task's two columns, queries and documents)
 LOCK_NAME = "encode.lock"  # in each namespace folder: held while a chunk is encoded and its shards written
 
 Item = tuple[bytes, str, tuple[int, int] | None]  # (key, text, span) of a vector to compute
@@ -167,6 +168,7 @@ class EmbeddingStore:
         self._mem: dict[str, dict[bytes, np.ndarray]] = {}
         self._loaded: set[str] = set()
         self._seen: set[str] = set()  # names of the shard files already read (or written) by this store
+        self._recent: dict[tuple[int, bytes], np.ndarray] = {}  # the last sentence matrices (see sentences)
         self.stats = {"computed": 0, "reused": 0}
         self.folder: Path | None = None
         if cache_dir is not None:
@@ -189,9 +191,27 @@ class EmbeddingStore:
 
     def sentences(self, texts: Sequence[str], desc: str = "encoding", *, task_metadata: Any = None,
                   prompt_type: Any = None) -> np.ndarray:
-        """Pooled sentence vectors, shape ``(len(texts), dim)``."""
-        vecs = self._get("sentence", list(texts), None, desc, self._where(task_metadata, prompt_type))
-        return np.stack(vecs) if vecs else np.zeros((0, self.backbone.dim), np.float32)
+        """Pooled sentence vectors, shape ``(len(texts), dim)``, read-only.
+
+        The variants of a run ask for the same texts one after another (each of a task's columns, once per
+        variant): the last few matrices are kept, found again by one digest of the texts instead of a key per
+        text, and shared (hence read-only: a method never writes into its input)."""
+        texts = list(texts)
+        where = self._where(task_metadata, prompt_type)
+        h = hashlib.sha256(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)).tobytes())
+        h.update("".join([where[0] or "", "\x00", *texts]).encode("utf-8"))  # the lengths tell the texts apart
+        memo = (len(texts), h.digest())
+        if memo in self._recent:
+            self.stats["reused"] += len(texts)
+            self._recent[memo] = self._recent.pop(memo)  # the most recent last
+            return self._recent[memo]
+        vecs = self._get("sentence", texts, None, desc, where)
+        X = np.stack(vecs) if vecs else np.zeros((0, self.backbone.dim), np.float32)
+        X.flags.writeable = False
+        self._recent[memo] = X
+        while len(self._recent) > RECENT:
+            del self._recent[next(iter(self._recent))]
+        return X
 
     def tokens(self, texts: Sequence[str], desc: str = "encoding", *, task_metadata: Any = None,
                prompt_type: Any = None) -> list[np.ndarray]:

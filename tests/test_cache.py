@@ -163,3 +163,16 @@ def test_a_backbone_without_prompts_ignores_task_and_prompt_type() -> None:
     X = store.sentences(["ab"], task_metadata="a task", prompt_type="query")
     np.testing.assert_array_equal(store.sentences(["ab"]), X)
     assert bb.encoded == ["ab"] and list(store._table("sentence")) == [text_key("ab")]
+
+
+def test_a_repeated_request_is_served_whole_read_only_and_tells_texts_apart() -> None:
+    bb = CountingBackbone()
+    store = EmbeddingStore(bb, None, progress=False)
+    first = store.sentences(["a b", "c"])
+    assert store.sentences(["a b", "c"]) is first and not first.flags.writeable  # shared, so never written to
+    with pytest.raises(ValueError):
+        first[0, 0] = 1.0
+    # the same characters split otherwise, or in another order, are other requests
+    np.testing.assert_array_equal(store.sentences(["a", "b c"])[:, 0], [1, 3])
+    np.testing.assert_array_equal(store.sentences(["c", "a b"])[:, 0], [1, 3])
+    assert bb.encoded == ["a b", "c", "a", "b c"] and store.stats["reused"] == 4
