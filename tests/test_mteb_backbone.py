@@ -311,3 +311,15 @@ def test_prompt_tokens_are_not_token_vectors_and_spans_shift_past_the_prompt(pro
     # [CLS] query : the cat was un ##believ ##able ! [SEP] -> the text's own tokens are 3..-1
     np.testing.assert_allclose(out["tokens"][0], hidden[3:-1], atol=1e-5)
     np.testing.assert_allclose(out["span"][0][0], hidden[4], atol=1e-5)  # "cat"
+
+
+def test_a_batchs_token_vectors_are_views_of_one_block() -> None:
+    from iso_bench.mteb_backbone import _views
+
+    arrays = [np.arange(6.0, dtype=np.float32).reshape(3, 2), np.zeros((0, 2), np.float32), np.ones((1, 2), np.float32)]
+    views = _views(arrays)
+    assert [v.shape for v in views] == [(3, 2), (0, 2), (1, 2)]
+    for view, array in zip(views, arrays, strict=True):
+        np.testing.assert_array_equal(view, array)
+    assert views[0].base is views[2].base is not None  # one allocation, kept as long as any of its texts
+    assert _views([]) == []
