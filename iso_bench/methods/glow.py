@@ -430,8 +430,12 @@ def step_forward(step: dict[str, Any], x: Any, xp: Any, init: bool = False) -> t
 
 def forward(params: Levels, x: Any, xp: Any, init: bool = False) -> tuple[Any, Any]:
     """Map ``x`` to the latent z; also return log|det dz/dx| (the same for every row: the sum of the
-    actnorm and 1 x 1 convolution terms). ``xp`` is numpy or torch."""
-    if xp is np and not init:
+    actnorm and 1 x 1 convolution terms). ``xp`` is numpy or torch.
+
+    A single row takes the step-by-step path: numpy's product of one row that is a reversed (negative-stride)
+    view, which that path makes, is not the product of the same row stored in order, so the faster path
+    would differ from it there in the last bit."""
+    if xp is np and not init and x.shape[0] > 1:
         return _forward_numpy(params, x)
     return _forward_steps(params, x, xp, init)
 
