@@ -53,6 +53,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_CACHE_ENV = "ISO_BENCH_CACHE"
 FLUSH_EVERY = 2048  # texts encoded between two shard writes: a crash loses at most this much work
 RECENT = 4  # sentence matrices kept for the next variant (a task's two columns, queries and documents)
+RECENT_BYTES = 1 << 28  # and at most this many bytes of them: a large corpus's matrix is stacked per request
 LOCK_NAME = "encode.lock"  # in each namespace folder: held while a chunk is encoded and its shards written
 
 Item = tuple[bytes, str, tuple[int, int] | None]  # (key, text, span) of a vector to compute
@@ -84,7 +85,7 @@ def _slug(text: str) -> str:
 def _digest(keys: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     h = hashlib.sha256()
     for arr in (keys, offsets, data):
-        h.update(np.ascontiguousarray(arr).tobytes())
+        h.update(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))  # the bytes in place, not a copy
     return np.frombuffer(h.digest(), dtype=np.uint8)
 
 
@@ -209,8 +210,8 @@ class EmbeddingStore:
         X = np.stack(vecs) if vecs else np.zeros((0, self.backbone.dim), np.float32)
         X.flags.writeable = False
         self._recent[memo] = X
-        while len(self._recent) > RECENT:
-            del self._recent[next(iter(self._recent))]
+        while len(self._recent) > RECENT or sum(m.nbytes for m in self._recent.values()) > RECENT_BYTES:
+            del self._recent[next(iter(self._recent))]  # the oldest (X itself, alone and over the bytes)
         return X
 
     def tokens(self, texts: Sequence[str], desc: str = "encoding", *, task_metadata: Any = None,

@@ -7,6 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
+import iso_bench.cache as cache_mod
 from iso_bench.cache import CacheCorruptError, EmbeddingStore, read_shard, text_key, write_shard
 
 
@@ -176,3 +177,17 @@ def test_a_repeated_request_is_served_whole_read_only_and_tells_texts_apart() ->
     np.testing.assert_array_equal(store.sentences(["a", "b c"])[:, 0], [1, 3])
     np.testing.assert_array_equal(store.sentences(["c", "a b"])[:, 0], [1, 3])
     assert bb.encoded == ["a b", "c", "a", "b c"] and store.stats["reused"] == 4
+
+
+def test_the_kept_matrices_stay_under_their_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = EmbeddingStore(CountingBackbone(), None, progress=False)
+    one_row = store.sentences(["a"]).nbytes
+    monkeypatch.setattr(cache_mod, "RECENT_BYTES", 2 * one_row)
+    store.sentences(["b"])
+    store.sentences(["c", "d"])  # two rows: over the budget with the others, so they go, oldest first
+    assert list(store._recent.values())[0].shape[0] == 2 and len(store._recent) == 1
+    third = store.sentences(["e", "f", "g"])  # alone over the budget: not kept at all
+    assert not store._recent
+    again = store.sentences(["e", "f", "g"])  # stacked again from the per-text vectors, not served whole
+    assert again is not third
+    np.testing.assert_array_equal(again, third)
