@@ -19,7 +19,10 @@ checks). Imports are paid once, before run 1, and printed apart. The output ends
     ratio cold: X    (run 2 / run 1)
     ratio warm: Y    (run 4 / run 2)
 
-Nothing is asserted: timings on shared machines are noisy; the ratios are measured in one process.
+Nothing is asserted: timings on shared machines are noisy; the ratios are measured in one process. Where the
+machine's speed drifts during the benchmark (other tenants), ``--repeats 2`` runs the cold runs in the order raw,
+all, all, raw (``--repeats K`` alternates K pairs), which cancels a steady drift: the cold ratio is then the sum of
+the "raw + every method" times over the sum of the "raw alone" times, and each pair's own ratio is printed too.
 """
 
 from __future__ import annotations
@@ -120,7 +123,11 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads, fixed for every run (default: 2)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="pairs of cold runs, alternated raw, all, all, raw, ... (default: 1)")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats: need at least 1 pair of cold runs, got {args.repeats}")
     methods = list(dict.fromkeys(["raw", *args.methods]))
 
     phases = Phases()
@@ -143,14 +150,17 @@ def main() -> None:
 
         print(f"model {args.model}; tasks {' '.join(args.tasks)}; methods {' '.join(methods)}; device {args.device}; "
               f"torch threads {args.threads}; imports {IMPORT_SECONDS:.1f} s (once, before run 1)", flush=True)
-        timed("raw alone, cold", config("raw", ["raw"]))
         import iso_bench.runner
 
-        getattr(iso_bench.runner, "_LOADED", {}).clear()  # run 2 loads the model again, as run 1 did
-        timed("raw + every method, cold", config("all", methods))
-        timed("warm, results kept", config("all", methods))
-        shutil.rmtree(root / "results-all")
-        timed("warm, results deleted", config("all", methods))
+        for i in range(args.repeats):
+            pair = [("raw alone, cold", f"raw{i}", ["raw"]), ("raw + every method, cold", f"all{i}", methods)]
+            for label, name, specs in pair if i % 2 == 0 else pair[::-1]:
+                getattr(iso_bench.runner, "_LOADED", {}).clear()  # every cold run loads the model
+                timed(label, config(name, specs))
+        last = f"all{args.repeats - 1}"
+        timed("warm, results kept", config(last, methods))
+        shutil.rmtree(root / f"results-{last}")
+        timed("warm, results deleted", config(last, methods))
 
     print(f"\n{'run':<28}{'seconds':>9}{'texts encoded':>15}{'fits run':>10}{'fits loaded':>13}")
     for label, seconds, summary, _ in rows:
@@ -165,10 +175,15 @@ def main() -> None:
         print(f"  {name:<34}" + "".join(f"{ph.get(name, 0.0):>10.2f}" for *_, ph in rows))
     print(f"  {'mteb evaluation and the rest':<34}" + "".join(f"{s - sum(ph.values()):>10.2f}" for _, s, _, ph in rows))
     print(f"  {'total':<34}" + "".join(f"{s:>10.2f}" for _, s, _, _ in rows))
-    fits = getattr(rows[3][2], "fits_run", None)
+    fits = getattr(rows[-1][2], "fits_run", None)
     print(f"\nfits run in the warm run with results deleted: {'?' if fits is None else sum(fits.values())}")
-    print(f"ratio cold: {rows[1][1] / rows[0][1]:.2f}")
-    print(f"ratio warm: {rows[3][1] / rows[1][1]:.2f}")
+    raw = [s for label, s, *_ in rows if label == "raw alone, cold"]
+    every = [s for label, s, *_ in rows if label == "raw + every method, cold"]
+    if args.repeats > 1:
+        print("cold ratio of each pair: " + ", ".join(f"{b / a:.2f}" for a, b in zip(raw, every, strict=True)))
+    last_cold = next(s for label, s, *_ in reversed(rows) if label == "raw + every method, cold")
+    print(f"ratio cold: {sum(every) / sum(raw):.2f}")
+    print(f"ratio warm: {rows[-1][1] / last_cold:.2f}")
 
 
 if __name__ == "__main__":
