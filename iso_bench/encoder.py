@@ -140,7 +140,7 @@ class _Variant:
                 try:
                     method.fit(X)
                 except MethodError as exc:
-                    where = f"fit corpus {corpus.key}: {len(corpus.texts)} texts, {len(X)} {level} vectors"
+                    where = f"fit corpus {corpus.key}: {corpus.describe()}, {len(X)} {level} vectors"
                     raise MethodError(f"{exc} ({where})") from exc
                 self.fit_seconds += time.perf_counter() - started
                 self.fits_run += 1

@@ -76,9 +76,19 @@ class FitCorpus:
 
     @classmethod
     def from_file(cls, path: str | Path) -> FitCorpus:
-        """One text per non-empty line of a UTF-8 file."""
+        """One text per non-empty line of a UTF-8 file (lines end at ``\\n`` only); repeated lines are one
+        text, and the record keeps the file's count of non-empty lines (``n_lines``) beside ``n_texts``."""
         resolved = Path(path).expanduser().resolve()
-        return cls(f"file:{resolved}", tuple(read_text_file(path)), {"fit_corpus": "file", "path": str(resolved)})
+        lines = read_text_file(path)
+        return cls(f"file:{resolved}", tuple(lines),
+                   {"fit_corpus": "file", "path": str(resolved), "n_lines": len(lines)})
+
+    def describe(self) -> str:
+        """``"450 texts"``, or for a file with repeated lines ``"200000 lines, 1 distinct texts"``."""
+        n_lines = self.record.get("n_lines")
+        if isinstance(n_lines, int) and n_lines != len(self.texts):
+            return f"{n_lines} lines, {len(self.texts)} distinct texts"
+        return f"{len(self.texts)} texts"
 
 
 def _sample(groups: list[tuple[str | None, list[str]]], size: int, seed: int, record: dict[str, Any]
@@ -98,16 +108,26 @@ def _sample(groups: list[tuple[str | None, list[str]]], size: int, seed: int, re
 
 
 def read_text_file(path: str | Path) -> list[str]:
-    """One text per non-empty line of a UTF-8 file (stripped); an error naming the file when there is none."""
+    """One text per non-empty line of a UTF-8 file (stripped), split on ``\\n`` (and ``\\r\\n``) only, as every
+    reader of a user's text file (:func:`iso_bench.files.read_lines`): U+2028, form feeds and the other
+    characters ``str.splitlines`` breaks at stay inside their text. An error naming the file (and the line of
+    a bad byte) when it cannot be read or holds no text."""
+    from iso_bench.files import read_lines
+
     p = Path(path).expanduser()
+    if p.is_dir():
+        raise FitCorpusError(f"fit corpus {p} is a folder, not a file; pass --fit-corpus task, train or a text "
+                             "file, one text per line")
     if not p.is_file():
         raise FitCorpusError(
-            f"fit corpus file {p} does not exist; pass --fit-corpus task or a text file, one text per line"
+            f"fit corpus file {p} does not exist; pass --fit-corpus task, train or a text file, one text per line"
         )
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise FitCorpusError(f"fit corpus file {p} is not UTF-8 text: {exc}") from exc
+        lines = read_lines(p, FitCorpusError)
+    except OSError as exc:
+        raise FitCorpusError(f"fit corpus file {p}: cannot be read ({exc.strerror or exc})") from None
+    except FitCorpusError as exc:
+        raise FitCorpusError(f"fit corpus file {exc}; save it as UTF-8 text, one text per line") from None
     texts = [line.strip() for line in lines if line.strip()]
     if not texts:
         raise FitCorpusError(f"fit corpus file {p} has no non-empty lines")

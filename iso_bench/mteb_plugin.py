@@ -26,6 +26,7 @@ from typing import Any
 from iso_bench.registry import IsoBenchError
 from iso_bench.result_files import (  # noqa: F401 - the repairs a run makes before each variant, named here too
     ensure_model_meta,
+    result_identity,
     set_aside_garbled,
     sign_scores,
     write_result,
@@ -214,7 +215,8 @@ def tracked(model: Any) -> bool:
 def install_result_hook() -> None:
     """Wrap mteb's ``ResultCache.save_to_cache`` (through which ``mteb.evaluate`` writes every result) so
     that a result of an iso-bench variant carries its ``iso_bench`` record in each score entry, with the
-    digest of the entry's scores (:func:`sign_scores`): the same provenance whether ``iso-bench run`` or
+    digest of the entry's scores, record and identity (:func:`sign_scores`): the same provenance whether
+    ``iso-bench run`` or
     ``mteb.evaluate`` wrote it. The per-instance units captured during the evaluation
     (:func:`iso_bench.instances.install_capture`, installed here too) are written first, beside the result
     (:func:`iso_bench.instances.write_instances`), and each entry's record names them and holds its bootstrap
@@ -236,7 +238,7 @@ def install_result_hook() -> None:
             return original(self, task_result, model_name, model_revision, **kwargs)
         record = encoder.provenance(task_result.task_name)
         units = write_instances(self, task_result, model_name, encoder, record.get("task_type"))
-        sign_scores(task_result, record, units)
+        sign_scores(task_result, record, units, result_identity(self, task_result.task_name, model_name))
         write_result(self, task_result, model_name, kwargs.get("encode_kwargs"))
         return None
 

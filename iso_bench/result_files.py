@@ -31,10 +31,13 @@ from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
 
-DIGEST = "scores_sha256"  # the key, in a score entry's iso_bench record, of the digest of the entry's scores
+DIGEST = "result_sha256"  # the key, in a score entry's iso_bench record, of the digest of the whole result entry
+SCORES_DIGEST = "scores_sha256"  # the digest older versions wrote: of the scores alone
 META_FILE = "model_meta.json"
 GARBLED = ".garbled"  # the suffix of a result file set aside as unreadable
-VERIFIED, MODIFIED, UNVERIFIED = "verified", "modified", "unverified"  # what check_entry finds
+# what check_entry finds: the digest matches; it does not (changed after its run); only an older scores-only
+# digest, which matches; no digest at all
+VERIFIED, MODIFIED, OLDER, UNVERIFIED = "verified", "modified", "older", "unverified"
 INSTANCES_SUFFIX = ".instances.npz"  # <Task>.instances.npz: the per-instance units beside <Task>.json
 
 
@@ -42,10 +45,14 @@ class InstancesError(IsoBenchError):
     """A per-instance file that is missing, changed since its record was written, or was never kept."""
 
 
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                     default=str).encode("utf-8")).hexdigest()
+
+
 def scores_digest(entry: Mapping[str, Any]) -> str:
     """SHA-256 of a score entry without its ``iso_bench`` record, over its canonical JSON (sorted keys, no
-    spaces). Taken from the entry as it lies in the result file, it is the ``scores_sha256`` of the record:
-    the leaderboard recomputes it from the file and so tells a result edited after its run.
+    spaces): the ``scores_sha256`` that iso-bench 0.1 results carry, still checked where it is the only digest.
 
     >>> scores_digest({"main_score": 0.5, "iso_bench": {"model": "m"}}) == scores_digest({"main_score": 0.5})
     True
@@ -54,30 +61,65 @@ def scores_digest(entry: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(scores, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
-def check_entry(entry: Mapping[str, Any]) -> str:
-    """Whether a score entry read from a result file is as it was written: :data:`VERIFIED` (its digest
-    matches), :data:`MODIFIED` (it does not: the file was edited after its run) or :data:`UNVERIFIED` (no
-    digest: written before iso-bench recorded one, or not by an iso-bench variant).
+def identity(model: str, revision: str, setup: Mapping[str, Any] | None, task: str) -> dict[str, Any]:
+    """What a reader takes a result to be: the model name (``<base>+<method spec>``, as ``model_meta.json``
+    holds it), the revision (the folder's name), the setup (the experiment kwargs; ``{}`` in a plain folder)
+    and the task. Part of every result digest (:func:`result_digest`)."""
+    return {"model": model, "revision": revision, "setup": json.loads(json.dumps(dict(setup or {}), default=str)),
+            "task": task}
 
-    >>> entry = {"main_score": 0.5, "iso_bench": {DIGEST: scores_digest({"main_score": 0.5})}}
-    >>> check_entry(entry), check_entry({**entry, "main_score": 0.99}), check_entry({"main_score": 0.5})
+
+def result_digest(entry: Mapping[str, Any], ident: Mapping[str, Any]) -> str:
+    """SHA-256 of everything a reader of a score entry relies on: the entry's scores, its whole ``iso_bench``
+    record (provenance, method and its resolved parameters, fit corpus, intervals: every field, those added
+    later included) less the digests themselves, and the result's :func:`identity`. A change of any of them
+    after the run (a score, a relabelled model, another setup) no longer matches. Not a signature: anyone can
+    recompute it; it tells a file changed outside iso-bench.
+
+    >>> ident = identity("org/m+raw", "abc", {}, "STS12")
+    >>> e = {"main_score": 0.5, "iso_bench": {"model": "org/m"}}
+    >>> result_digest(e, ident) == result_digest(e, {**ident, "model": "org/other+raw"})
+    False
+    """
+    record = entry.get("iso_bench")
+    if isinstance(record, Mapping):
+        record = {k: v for k, v in record.items() if k not in (DIGEST, SCORES_DIGEST)}
+    return _sha256({"identity": dict(ident), "entry": {**entry, "iso_bench": record}})
+
+
+def check_entry(entry: Mapping[str, Any], ident: Mapping[str, Any] | None = None) -> str:
+    """Whether a score entry read from a result file is as it was written, given the result's
+    :func:`identity` as read from its folders: :data:`VERIFIED` (its :func:`result_digest` matches),
+    :data:`MODIFIED` (a digest does not match: the file, its model name or setup was changed after its run),
+    :data:`OLDER` (only the scores-only digest of iso-bench 0.1, which matches: its identity and provenance
+    cannot be checked) or :data:`UNVERIFIED` (no digest: not written by an iso-bench variant).
+
+    >>> ident = identity("m+raw", "r", {}, "T")
+    >>> e = {"main_score": 0.5, "iso_bench": {}}; e["iso_bench"][DIGEST] = result_digest(e, ident)
+    >>> check_entry(e, ident), check_entry(e, {**ident, "model": "x+raw"}), check_entry({"main_score": 0.5})
     ('verified', 'modified', 'unverified')
     """
     record = entry.get("iso_bench")
-    digest = record.get(DIGEST) if isinstance(record, Mapping) else None
-    if not isinstance(digest, str):
+    if not isinstance(record, Mapping):
         return UNVERIFIED
-    return VERIFIED if digest == scores_digest(entry) else MODIFIED
+    digest, older = record.get(DIGEST), record.get(SCORES_DIGEST)
+    if isinstance(digest, str):
+        return VERIFIED if ident is not None and digest == result_digest(entry, ident) else MODIFIED
+    if isinstance(older, str):
+        return OLDER if older == scores_digest(entry) else MODIFIED
+    return UNVERIFIED
 
 
 def sign_scores(task_result: Any, record: Mapping[str, Any],
-                extra: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> None:
+                extra: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+                ident: Mapping[str, Any] | None = None) -> None:
     """Give each score entry of ``task_result`` that has no ``iso_bench`` record a copy of ``record`` (with
     ``extra[(split, hf_subset)]`` added: the entry's own ``instances`` and ``interval`` records, see
-    :func:`iso_bench.instances.write_instances`) and the entry's :func:`scores_digest` as ``scores_sha256``,
-    taken from mteb's own serialisation (which rounds the scores), so that it equals the digest of the entry
-    read back from the file. An entry that has a record keeps it as it is: scores merged from an earlier file
-    keep the digest they were written with (or stay without one)."""
+    :func:`iso_bench.instances.write_instances`) and the entry's :func:`result_digest` under ``ident`` (the
+    result's :func:`identity`) as ``result_sha256``, taken from mteb's own serialisation (which rounds the
+    scores), so that it equals the digest of the entry read back from the file. An entry that has a record
+    keeps it as it is: scores merged from an earlier file keep the digest they were written with (or stay
+    without one)."""
     fresh = {id(e) for entries in task_result.scores.values() for e in entries if "iso_bench" not in e}
     if not fresh:
         return
@@ -87,10 +129,21 @@ def sign_scores(task_result: Any, record: Mapping[str, Any],
                 own = (extra or {}).get((split, entry.get("hf_subset", "default")), {})
                 entry["iso_bench"] = {**record, **own}
     written = json.loads(result_text(task_result))["scores"]
+    ident = dict(ident) if ident is not None else identity("", "", {}, task_result.task_name)
     for split, entries in task_result.scores.items():
         for entry, on_disk in zip(entries, written[split], strict=True):
             if id(entry) in fresh:
-                entry["iso_bench"][DIGEST] = scores_digest(on_disk)
+                entry["iso_bench"][DIGEST] = result_digest(on_disk, ident)
+
+
+def result_identity(cache: Any, task_name: str, meta: Any) -> dict[str, Any]:
+    """The :func:`identity` of ``meta``'s result on ``task_name`` in ``cache``, as a reader will find it: the
+    revision is the name of the folder mteb puts the result in."""
+    path = result_path(cache, task_name, meta)
+    if path.parent.parent.name == "experiments":  # <model>/<revision>/experiments/<setup>/<Task>.json
+        return identity(meta.name, path.parents[2].name, json.loads(meta_text(meta)).get("experiment_kwargs"),
+                        task_name)
+    return identity(meta.name, path.parent.name, {}, task_name)
 
 
 class _Memory(io.StringIO):

@@ -1,5 +1,5 @@
 """Hand-written results folders for the reporter's tests: mteb TaskResult files with the runner's iso_bench
-record (and its digest of the scores, ``scores_sha256``, unless asked for an older file without one), in plain
+record (and its digest, ``result_sha256``; or the scores-only ``scores_sha256`` of an older file, or none), in plain
 folders (``<model>/<revision>/<Task>.json``) or experiment folders (``<model>/<revision>/experiments/<setup>/
 <Task>.json`` with a ``model_meta.json`` holding the setup); and the evaluation units beside a result
 (``<Task>.instances.npz``, its ``instances`` and ``interval`` records: :func:`write_scored`)."""
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from iso_bench import stats
-from iso_bench.result_files import DIGEST, scores_digest
+from iso_bench.result_files import DIGEST, SCORES_DIGEST, identity, result_digest, scores_digest
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 ENV = {"device": "cuda", "hardware": "NVIDIA H100", "python": "3.11.7", "torch": "2.13.0", "transformers": "5.23.0",
@@ -60,9 +60,10 @@ def experiment_name(setup: dict[str, Any]) -> str:
 def write_result(root: Path, base: str, variant: str, task: str, main: float, *, metrics: dict | None = None,
                  command: str | None = CMD_A, env: dict | None = ENV, date: float | str = 1795313600.0,
                  meta: bool = True, fits: list | None = None, setup: dict | None = None, fit: dict | None = None,
-                 folder_name: str | None = None, digest: bool = True) -> Path:
+                 folder_name: str | None = None, digest: bool | str = True) -> Path:
     """One mteb TaskResult file (and the model's model_meta.json) under ``root/results/``; its record holds the
-    digest of the entry's scores unless ``digest`` is false (a file written before iso-bench recorded one).
+    digest of the entry and its identity, as a run writes it; ``digest="older"``: the scores-only digest of
+    iso-bench 0.1; false: none (a file of another model).
 
     With ``setup`` (mteb's experiment kwargs) the file goes to ``experiments/<folder_name or its name>/``,
     beside a ``model_meta.json`` holding the setup, as mteb writes it.
@@ -77,13 +78,35 @@ def write_result(root: Path, base: str, variant: str, task: str, main: float, *,
         (folder / "model_meta.json").write_text(json.dumps(model_meta))
     entry = {**(metrics or {}), "main_score": main, "hf_subset": "default", "languages": ["eng-Latn"],
              "iso_bench": record(base, variant, task, command=command, env=env, fits=fits, setup=setup, fit=fit)}
-    if digest:
-        entry["iso_bench"][DIGEST] = scores_digest(entry)
+    if digest == "older":
+        entry["iso_bench"][SCORES_DIGEST] = scores_digest(entry)
     path = folder / f"{task}.json"
     path.write_text(json.dumps({"dataset_revision": DATA.get(task, ("", "c0de"))[1], "task_name": task,
                                 "mteb_version": "2.26.24", "scores": {"test": [entry]}, "evaluation_time": 1.0,
                                 "date": date}, indent=2))
+    if digest is True:
+        sign(path)
     return path
+
+
+def identity_of(path: Path) -> dict[str, Any]:
+    """The identity a reader finds for the result file ``path`` (model name, revision, setup, task)."""
+    task = json.loads(path.read_text())["task_name"]
+    if path.parent.parent.name == "experiments":
+        meta = json.loads((path.parent / "model_meta.json").read_text())
+        return identity(meta["name"], path.parents[2].name, meta["experiment_kwargs"], task)
+    metas = sorted(path.parent.parent.glob("*/model_meta.json"))
+    name = json.loads(metas[0].read_text())["name"] if metas else path.parent.parent.name.replace("__", "/")
+    return identity(name, path.parent.name, {}, task)
+
+
+def sign(path: Path) -> None:
+    """Give every entry of the result file ``path`` the digest a run writes (:func:`result_digest`)."""
+    data, ident = json.loads(path.read_text()), identity_of(path)
+    for entries in data["scores"].values():
+        for entry in entries:
+            entry["iso_bench"][DIGEST] = result_digest(entry, ident)
+    path.write_text(json.dumps(data, indent=2))
 
 
 def small_case(root: Path, reverse: bool = False, setups: dict[str, dict] | None = None) -> Path:
@@ -118,6 +141,8 @@ def set_record(path: Path, **fields: object) -> None:
     data = json.loads(path.read_text())
     data["scores"]["test"][0]["iso_bench"].update(fields)
     path.write_text(json.dumps(data))
+    if DIGEST in data["scores"]["test"][0]["iso_bench"]:
+        sign(path)
 
 
 def sts_units(n: int, noise: float, seed: int = 0, gold_seed: int = 0) -> np.ndarray:
@@ -157,6 +182,8 @@ def write_units(path: Path, units: np.ndarray, statistic: str = "spearman", *, s
                            "n_resamples": ci.n_resamples, "seed": ci.seed, "method": ci.method,
                            "n_undefined": ci.n_undefined}
     path.write_text(json.dumps(data, indent=2))
+    if DIGEST in rec:
+        sign(path)
     return npz
 
 

@@ -23,12 +23,13 @@ from iso_bench.result_files import (
     DIGEST,
     check_entry,
     ensure_model_meta,
+    identity,
     meta_text,
-    scores_digest,
+    result_digest,
     set_aside_garbled,
 )
 from tests.conftest import MINILM, SHARED_DATA, KeywordBackbone
-from tests.report_helpers import REV, small_case, write_result
+from tests.report_helpers import REV, identity_of, small_case, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = "cat dog sat mat bank river money guitar piano man woman music".split()
@@ -88,10 +89,16 @@ def test_the_digest_written_is_the_digest_of_the_entry_read_back(tmp_path: Path,
     (task_result,) = evaluate(variant, tmp_path).task_results
     (entry,) = entries(result_file(tmp_path))
     digest = entry["iso_bench"][DIGEST]
-    assert len(digest) == 64 and digest == scores_digest(entry) and check_entry(entry) == "verified"
+    ident = identity("test/keywords+raw", "r0", {"data": "mirror"}, "STSBenchmark")
+    assert identity_of(result_file(tmp_path)) == ident  # what a reader finds is what was digested
+    assert len(digest) == 64 and digest == result_digest(entry, ident) and check_entry(entry, ident) == "verified"
     assert task_result.scores["test"][0]["iso_bench"][DIGEST] == digest  # what mteb.evaluate returns says the same
     assert entry["iso_bench"]["variant"]["method"] == "raw" and entry["iso_bench"]["task_type"] == "STS"
-    assert scores_digest({**entry, "main_score": entry["main_score"] + 1e-6}) != digest
+    assert result_digest({**entry, "main_score": entry["main_score"] + 1e-6}, ident) != digest
+    for changed in ({"model": "test/other+raw"}, {"revision": "r1"}, {"setup": {"data": "hub"}}, {"task": "STS12"}):
+        assert check_entry(entry, {**ident, **changed}) == "modified", changed
+    record = {**entry["iso_bench"], "command": "iso-bench run --model test/other"}
+    assert check_entry({**entry, "iso_bench": record}, ident) == "modified"  # any field of the provenance
     assert [r.check for r in read_results(tmp_path)] == ["verified"]
 
 
@@ -122,7 +129,8 @@ def test_minilm_raw_on_the_mirror_round_trips(tmp_path: Path, minilm_backbone, v
     mteb.evaluate(model, get_task("STSBenchmark", SHARED_DATA), cache=mteb.ResultCache(tmp_path),
                   show_progress_bar=False)
     (entry,) = entries(result_file(tmp_path))
-    assert entry["iso_bench"][DIGEST] == scores_digest(entry) and entry["iso_bench"]["revision"] == REV_MINILM
+    assert entry["iso_bench"][DIGEST] == result_digest(entry, identity_of(result_file(tmp_path)))
+    assert entry["iso_bench"]["revision"] == REV_MINILM
     (result,) = read_results(tmp_path)
     assert result.check == "verified" and result.main_score == pytest.approx(0.8203, abs=5e-4)
 
@@ -145,7 +153,8 @@ def test_a_hand_edited_result_is_refused_naming_the_file(tmp_path: Path, capsys)
     _edit_main_score(edited, 0.99)
     with pytest.raises(LeaderboardError) as info:
         read_results(tmp_path)
-    assert str(info.value).startswith(f"{edited}: its scores no longer match the digest written with them")
+    assert str(info.value).startswith(f"{edited}: its scores, model name, setup or provenance no longer match the "
+                                      "digest written with them")
     assert "--accept-modified" in str(info.value)
     with pytest.raises(LeaderboardError, match="pass --accept-modified"):
         write_leaderboard(tmp_path)
@@ -163,7 +172,8 @@ def test_a_hand_edited_result_is_rendered_marked_with_accept_modified(tmp_path: 
     markdown = write_leaderboard(tmp_path, accept_modified=True)
     assert md_row(markdown, "raw")[:4] == ["raw", "**99.00**†", "**82.03**", "**90.52**†"]
     assert md_row(markdown, "whiten")[:4] == ["whiten", "65.47 (−33.53)†", "79.93 (−2.10)", "72.70 (−17.82)†"]
-    legend = "- † = modified: computed from a result file whose scores no longer match the digest written with them"
+    legend = ("- † = modified: computed from a result file whose scores, model name, setup or provenance no longer "
+              "match the digest written with them")
     assert legend in markdown and f"--accept-modified (org__alpha+raw/{REV}/STS12.json)." in markdown
     assert "° = unverified" not in markdown
     csv = write_leaderboard(tmp_path, fmt="csv", accept_modified=True).splitlines()
@@ -177,7 +187,7 @@ def test_a_hand_edited_result_is_rendered_marked_with_accept_modified(tmp_path: 
 
 
 def test_results_without_a_digest_are_unverified_never_refused(tmp_path: Path) -> None:
-    """A record written before digests existed, and a file with no record at all (mteb's own models)."""
+    """A record without a digest, and a file with no record at all (mteb's own models)."""
     write_result(tmp_path, "org/alpha", "raw", "STS12", 0.7237)
     write_result(tmp_path, "org/alpha", "abtt", "STS12", 0.70, digest=False)
     bare = write_result(tmp_path, "org/alpha", "center", "STS12", 0.71)
@@ -190,11 +200,72 @@ def test_results_without_a_digest_are_unverified_never_refused(tmp_path: Path) -
     assert md_row(markdown, "raw")[:2] == ["raw", "**72.37**"]
     assert md_row(markdown, "abtt")[:2] == ["abtt", "70.00 (−2.37)°"]
     assert md_row(markdown, "center")[:2] == ["center", "71.00 (−1.37)°"]
-    assert "- ° = unverified: computed from a result file without a digest of its scores" in markdown
+    assert "- ° = unverified: computed from a result file without a digest (written by an early" in markdown
     assert "† = modified" not in markdown
     csv = write_leaderboard(tmp_path, fmt="csv")
     assert ",abtt,,STS12,70.00,-2.37,0,unverified" in csv and ",raw,,STS12,72.37,,1,verified" in csv
     assert r"70.00 ($-$2.37)$^{\circ}$" in write_leaderboard(tmp_path, fmt="latex")
+
+
+def _relabel(root: Path, old: str, new: str) -> Path:
+    """Relabel a model's results in all three places a reader sees: the folder's name, ``model_meta.json``'s
+    name and the ``model`` of every record; returns the new folder."""
+    folder = root / "results" / old.replace("/", "__")
+    target = folder.with_name(new.replace("/", "__"))
+    folder.rename(target)
+    for meta in target.glob("*/model_meta.json"):
+        meta.write_text(json.dumps({**json.loads(meta.read_text()), "name": new}))
+    for path in target.glob("*/*.json"):
+        if path.name != "model_meta.json":
+            data = json.loads(path.read_text())
+            for entry in data["scores"]["test"]:
+                entry["iso_bench"]["model"] = new.rpartition("+")[0]
+            path.write_text(json.dumps(data, indent=2))
+    return target
+
+
+def test_a_relabelled_result_is_refused_and_rendered_marked_with_accept_modified(tmp_path: Path, capsys) -> None:
+    """org/alpha's raw results relabelled org/beta in the folder name, model_meta.json and the records: the
+    scores are untouched, yet the leaderboard refuses them, and renders them marked † only when asked."""
+    small_case(tmp_path)
+    target = _relabel(tmp_path, "org/alpha+raw", "org/beta+raw")
+    with pytest.raises(LeaderboardError) as info:
+        read_results(tmp_path)
+    assert str(info.value).startswith(f"{target / REV}/")
+    assert "model name, setup or provenance no longer match" in str(info.value)
+    assert main(["leaderboard", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iso-bench: error: ") and "Traceback" not in err
+    found = {(r.base, r.variant, r.task): r.check for r in read_results(tmp_path, accept_modified=True)}
+    assert found[("org/beta", "raw", "STS12")] == "modified" and found[("org/alpha", "whiten", "STS12")] == "verified"
+    markdown = write_leaderboard(tmp_path, accept_modified=True, plot=False)
+    beta = markdown[markdown.index("org/beta"):]
+    assert md_row(beta, "raw")[:3] == ["raw", "**72.37**†", "**82.03**†"]
+
+
+def test_a_result_moved_to_another_setup_is_modified(tmp_path: Path) -> None:
+    """A result file copied into another setup's experiment folder is not that setup's result."""
+    path = write_result(tmp_path, "org/alpha", "whiten", "STS12", 0.65, setup={"fit_corpus": "task", "seed": 0})
+    other = write_result(tmp_path, "org/alpha", "whiten", "STS12", 0.66, setup={"fit_corpus": "task", "seed": 1})
+    other.write_bytes(path.read_bytes())
+    found = {r.setup["seed"]: r.check for r in read_results(tmp_path, accept_modified=True)}
+    assert found == {0: "verified", 1: "modified"}
+
+
+def test_results_with_the_older_scores_only_digest_are_marked_never_refused(tmp_path: Path) -> None:
+    """iso-bench 0.1 digested the scores only: such a result renders marked ‡ (older), and one whose scores
+    were edited is still refused."""
+    write_result(tmp_path, "org/alpha", "raw", "STS12", 0.7237)
+    older = write_result(tmp_path, "org/alpha", "abtt", "STS12", 0.70, digest="older")
+    assert {r.variant: r.check for r in read_results(tmp_path)} == {"raw": "verified", "abtt": "older"}
+    markdown = write_leaderboard(tmp_path, plot=False)
+    assert md_row(markdown, "abtt")[:2] == ["abtt", "70.00 (−2.37)‡"]
+    assert md_row(markdown, "raw")[:2] == ["raw", "**72.37**"]
+    assert "- ‡ = older: computed from a result file of iso-bench 0.1, whose digest" in markdown
+    assert ",abtt,,STS12,70.00,-2.37,0,older" in write_leaderboard(tmp_path, fmt="csv")
+    _edit_main_score(older, 0.71)
+    with pytest.raises(LeaderboardError, match="no longer match"):
+        read_results(tmp_path)
 
 
 # ---- repairs and atomic writes ------------------------------------------------------------------------
@@ -234,7 +305,7 @@ def test_a_garbled_result_is_set_aside_and_computed_again(tmp_path: Path, varian
     assert path.with_name("STSBenchmark.json.garbled").read_text() == cut and not path.exists()
     evaluate(variant, tmp_path, overwrite_strategy="only-missing")
     (entry,) = entries(path)
-    assert check_entry(entry) == "verified" and entry["main_score"] == round(first, 6)
+    assert check_entry(entry, identity_of(path)) == "verified" and entry["main_score"] == round(first, 6)
     assert set_aside_garbled(cache, meta) == []  # a readable result is left alone
     path.write_text("{")
     assert set_aside_garbled(cache, meta) == [path.with_name("STSBenchmark.json.garbled-2")]

@@ -26,7 +26,7 @@ from iso_bench.report import (
     write_leaderboard,
 )
 from iso_bench.report.resample import spearman_together
-from tests.report_helpers import main_of, sts_units, write_result, write_scored
+from tests.report_helpers import main_of, sign, sts_units, write_result, write_scored
 
 N = 300  # units per task
 
@@ -272,6 +272,7 @@ def test_a_result_without_units_says_why(folder: Path) -> None:
     data = json.loads(path.read_text())
     data["scores"]["test"][0]["iso_bench"]["instances"] = {"file": None, "reason": "main score ndcg_at_10: no units"}
     path.write_text(json.dumps(data))
+    sign(path)  # as the run wrote it
     write_result(folder, "org/alpha", "abtt", "STSBenchmark", 0.6)
     board = build_leaderboard(read_results(folder))
     abtt = rows_of(board)["abtt"]

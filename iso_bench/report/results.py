@@ -5,8 +5,9 @@ Plain ``json``, no mteb import. A model name is ``<base model>+<method spec>``; 
 the last ``+``. Each task result file becomes one :class:`Result`: its main score, every metric of its main
 entry, the ``iso_bench`` provenance record the runner wrote into it, and its setup: the ``experiment_kwargs``
 of its experiment folder's ``model_meta.json`` (fit corpus, seed, pooling, ...), ``{}`` for a plain folder;
-and its :attr:`Result.check`: whether its scores still match the digest written with them
-(:func:`iso_bench.result_files.check_entry`). A modified result is refused unless ``accept_modified``.
+and its :attr:`Result.check`: whether its scores, record and identity (model name, revision, setup, task) still
+match the digest written with them (:func:`iso_bench.result_files.check_entry`). A modified result is refused
+unless ``accept_modified``.
 
 >>> sorted({r.task for r in read_results("results")})         # doctest: +SKIP
 ['STS12', 'STSBenchmark']
@@ -24,7 +25,7 @@ from typing import Any
 
 from iso_bench.registry import IsoBenchError
 from iso_bench.report.setups import SetupKey, setup_key
-from iso_bench.result_files import MODIFIED, UNVERIFIED, VERIFIED, check_entry
+from iso_bench.result_files import MODIFIED, OLDER, UNVERIFIED, VERIFIED, check_entry, identity
 
 META = "model_meta.json"
 
@@ -50,7 +51,7 @@ class Result:
     dataset_revision: str | None = None
     setup: Mapping[str, Any] = field(default_factory=dict)  # experiment kwargs; {} for a plain folder
     experiment: str = ""  # the experiment folder's name; "" for a plain folder
-    check: str = UNVERIFIED  # VERIFIED, MODIFIED (a score entry no longer matches its digest) or UNVERIFIED (no digest)
+    check: str = UNVERIFIED  # VERIFIED, MODIFIED (an entry no longer matches its digest), OLDER or UNVERIFIED
     path: Path | None = None  # the result file, as found under the folder given (its units file lies beside it)
     subsets: tuple[Mapping[str, Any], ...] = ()  # the iso_bench record of every entry (subset) of its split
     units_check: str = ""  # MODIFIED when a units file no longer matches the sha256 recorded for it, else ""
@@ -130,19 +131,20 @@ def _modified_error(top: Path, files: list[str]) -> LeaderboardError:
     """The refusal of results whose scores no longer match their digests: the first file, then the others."""
     more = f" (and {len(files) - 1} more: {', '.join(files[1:6])}{', ...' * (len(files) > 6)})" if files[1:] else ""
     return LeaderboardError(
-        f"{top / files[0]}: its scores no longer match the digest written with them (iso_bench.scores_sha256), so "
-        f"the file was changed after its run{more}. Run it again (iso-bench run ... --overwrite), or pass "
-        "--accept-modified (accept_modified=True) to render it, marked † as modified")
+        f"{top / files[0]}: its scores, model name, setup or provenance no longer match the digest written with "
+        f"them (iso_bench.result_sha256), so the result was changed after its run{more}. Run it again "
+        "(iso-bench run ... --overwrite), or pass --accept-modified (accept_modified=True) to render it, marked † "
+        "as modified")
 
 
-def _where(path: Path, top: Path, names: dict[Path, str]) -> tuple[str, str, str, dict[str, Any], str]:
-    """``(base, variant, revision, setup, experiment)`` of a result file, from its folders and meta files."""
+def _where(path: Path, top: Path, names: dict[Path, str]) -> tuple[str, str, dict[str, Any], str]:
+    """``(model name, revision, setup, experiment)`` of a result file, from its folders and meta files."""
     if len(path.relative_to(top).parts) == 5:  # <model>/<revision>/experiments/<experiment>/<Task>.json
         name, setup = _experiment(path.parent / META)
-        return (*split_model_name(name), path.parents[2].name, setup, path.parent.name)
+        return name, path.parents[2].name, setup, path.parent.name
     if path.parent.parent not in names:
         names[path.parent.parent] = _model_name(path.parent.parent)
-    return (*split_model_name(names[path.parent.parent]), path.parent.name, {}, "")
+    return names[path.parent.parent], path.parent.name, {}, ""
 
 
 def _experiment(meta_path: Path) -> tuple[str, dict[str, Any]]:
@@ -176,8 +178,8 @@ def _model_name(folder: Path) -> str:
     return meta["name"]
 
 
-def _parse(path: Path, rel: str, base: str, variant: str, revision: str, setup: dict[str, Any],
-           experiment: str) -> Result:
+def _parse(path: Path, rel: str, name: str, revision: str, setup: dict[str, Any], experiment: str) -> Result:
+    base, variant = split_model_name(name)
     data = _read_json(path)
 
     def bad(why: str) -> LeaderboardError:
@@ -211,12 +213,13 @@ def _parse(path: Path, rel: str, base: str, variant: str, revision: str, setup: 
     subsets = tuple(e["iso_bench"] if isinstance(e.get("iso_bench"), dict) else {} for e in entries)
     return Result(rel, base, variant, revision, task, main if math.isfinite(main) else None, entry, record,
                   None if version is None else str(version), day, None if dataset is None else str(dataset),
-                  setup, experiment, _check(splits), path, subsets)
+                  setup, experiment, _check(splits, identity(name, revision, setup, task)), path, subsets)
 
 
-def _check(splits: dict[str, Any]) -> str:
-    """The file's :attr:`Result.check`: modified when any score entry is, else unverified when any is, else
-    verified."""
-    found = {check_entry(e) for entries in splits.values() if isinstance(entries, list)
+def _check(splits: dict[str, Any], ident: dict[str, Any]) -> str:
+    """The file's :attr:`Result.check`, its entries checked against ``ident`` (the :func:`identity` its folders
+    and meta files give): modified when any score entry is, else unverified when any is, else older when any
+    is, else verified."""
+    found = {check_entry(e, ident) for entries in splits.values() if isinstance(entries, list)
              for e in entries if isinstance(e, dict)}
-    return next((c for c in (MODIFIED, UNVERIFIED) if c in found), VERIFIED)
+    return next((c for c in (MODIFIED, UNVERIFIED, OLDER) if c in found), VERIFIED)
