@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from iso_bench.faults import fault_point
-from iso_bench.files import atomic_write_text, replacing
+from iso_bench.files import atomic_write_text, cache_not_written, remove_stale_temporaries, replacing
 from iso_bench.registry import IsoBenchError
 
 try:
@@ -180,10 +180,16 @@ class EmbeddingStore:
                 / _slug(str(info["revision"]))
                 / _slug(backbone.extraction.key() if hasattr(backbone, "extraction") else "default")
             )
-            self.folder.mkdir(parents=True, exist_ok=True)
             meta = self.folder / "meta.json"
-            if not meta.exists():
-                atomic_write_text(meta, json.dumps(info, indent=2, sort_keys=True))
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                remove_stale_temporaries(self.folder)  # what a writer killed mid-write left
+                if not meta.exists():
+                    atomic_write_text(meta, json.dumps(info, indent=2, sort_keys=True))
+            except OSError as exc:
+                cache_not_written(meta, exc)
+                if not self.folder.is_dir():  # nothing to read either: vectors live in memory only
+                    self.folder = None
 
     # ---- public API -------------------------------------------------------------------------------
     # ``task_metadata`` and ``prompt_type`` are what mteb hands an encoder: the task being evaluated and
@@ -293,7 +299,13 @@ class EmbeddingStore:
         if self.folder is None or fcntl is None:
             yield
             return
-        with open(self.folder / LOCK_NAME, "ab") as handle:
+        try:
+            handle = open(self.folder / LOCK_NAME, "ab")  # noqa: SIM115 - closed below
+        except OSError as exc:  # a full or read-only disk: encode without the lock, write nothing
+            cache_not_written(self.folder / LOCK_NAME, exc)
+            yield
+            return
+        with handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
                 yield
@@ -322,11 +334,16 @@ class EmbeddingStore:
         return f"{desc} {(total - remaining) // self.flush_every + 1}/{n_chunks}"
 
     def _write(self, kind: str, keys: list[bytes], arrays: list[np.ndarray]) -> None:
-        """Write one new shard of ``kind`` (nothing for a memory-only store or no vectors)."""
+        """Write one new shard of ``kind`` (nothing for a memory-only store or no vectors). A shard that cannot
+        be written (a full disk) is a warning, said once: its vectors stay in memory and the run goes on."""
         if self.folder is None or not keys:
             return
         shard = self.folder / f"{kind}-{uuid.uuid4().hex}.npz"
-        write_shard(shard, keys, arrays)
+        try:
+            write_shard(shard, keys, arrays)
+        except OSError as exc:  # a full disk: the vectors stay in memory for this run, said once
+            cache_not_written(shard, exc)
+            return
         self._seen.add(shard.name)
 
     def _get(self, kind: str, texts: list[str], spans: list[tuple[int, int]] | None, desc: str,

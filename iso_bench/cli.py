@@ -5,7 +5,8 @@ Each sub-command is a parser plus one ``cmd_*`` function (``set_defaults(func=..
 and ``iso-bench list`` import neither torch nor mteb: the defaults they show come from light modules.
 
 Errors: an :class:`~iso_bench.registry.IsoBenchError` (bad input: a name, a file, a parameter) is printed as
-``iso-bench: error: <message>`` with exit status 2; anything else is a bug and keeps its traceback.
+``iso-bench: error: <message>`` with exit status 2, and so is an error of the machine (a full disk, a
+read-only folder); anything else is a bug and keeps its traceback. SIGTERM ends a command as Ctrl-C does.
 
 Example:
     >>> main(["list"])                                    # doctest: +SKIP
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import sys
 from collections.abc import Iterator, Sequence
@@ -139,7 +141,7 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
                            description="Tables per model (a row per variant, a column per task, means named by "
                            "their tasks and aggregation, differences from raw, best in bold, missing as –), a "
                            "model comparison, and the provenance that makes each number citable; each score with "
-                           "its 95%% interval and each difference from raw with its paired test (* = significant "
+                           "its 95% interval and each difference from raw with its paired test (* = significant "
                            "after Benjamini-Hochberg over the table), runs that differ only in seed as one row.")
     board.set_defaults(func=cmd_leaderboard, network=False)
     board.add_argument("results_dir", metavar="RESULTS_DIR",
@@ -217,7 +219,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         layer=args.layer, overwrite=args.overwrite, threads=args.threads, progress=not args.no_progress,
         trust_remote_code=args.trust_remote_code, command=_reproduce_command(args),
     )
-    summary = run(cfg)
+    from iso_bench.runner import RunStopped
+
+    results, existed = Path(args.results).expanduser(), Path(args.results).expanduser().exists()
+    try:
+        summary = run(cfg)
+    except RunStopped as stop:  # the results disk is full or read-only: what exists, what does not
+        print(f"\n{summary_header(stop.summary)}")
+        print(format_summary(stop.summary))
+        print(f"\nstopped: {len(stop.written)} results of this run are on disk, {len(stop.missing)} are not "
+              "(shown as – above):", file=sys.stderr)
+        for label, task in stop.missing:
+            print(f"  not written: {label} on {task}", file=sys.stderr)
+        raise
+    except BaseException:
+        if not existed:  # a run that failed before writing anything leaves no empty results folder behind
+            _remove_empty(results)
+        raise
     print(f"\n{summary_header(summary)}")
     print(format_summary(summary))
     stats = summary.encode_stats
@@ -232,6 +250,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"  {variant} on {task}: {message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _remove_empty(folder: Path) -> None:
+    """Remove ``folder`` and the folders under it when none of them holds a file."""
+    if not folder.is_dir() or any(p.is_file() or p.is_symlink() for p in folder.rglob("*")):
+        return
+    for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        sub.rmdir()
+    folder.rmdir()
 
 
 def _reproduce_command(args: argparse.Namespace) -> str:
@@ -328,14 +355,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        with console(args.network, not getattr(args, "no_progress", False)):
+        with console(args.network, not getattr(args, "no_progress", False)), _terminate_as_interrupt():
             return args.func(args)
     except IsoBenchError as exc:
         print(f"iso-bench: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("iso-bench: interrupted; finished results and cached vectors are kept", file=sys.stderr)
-        return 130
+    except OSError as exc:
+        if exc.errno not in _MACHINE_ERRORS:  # e.g. a file of iso-bench's own that is missing: a bug
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"iso-bench: error: {where}{exc.strerror or exc}; free space there or choose another place, then run "
+              "the same command again", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"iso-bench: {how}; finished results and cached vectors are kept", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
+
+
+_MACHINE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}
+"""The errors of the machine, not of iso-bench: a full disk, a quota, a read-only or failing file system."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, so that a run ends as it does on Ctrl-C: temporary files
+    removed, finished results and cached vectors kept, one line said."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` in this (main) thread while the command runs; elsewhere, nothing."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
 from iso_bench import __version__
 from iso_bench.checks import one_blas_thread
-from iso_bench.files import folder_checksum, texts_digest
+from iso_bench.files import cache_not_written, folder_checksum, texts_digest
 from iso_bench.fit_cache import FOLDER as FIT_FOLDER
 from iso_bench.fit_cache import FitFileError, fit_key, key_name, load_fit, save_fit, set_aside
 from iso_bench.fit_corpus import CorpusProvider
@@ -146,7 +146,10 @@ class _Variant:
                 self.fits_run += 1
                 fit = {"level": level, "n_vectors": int(len(X))}
                 if store_at is not None:
-                    save_fit(*store_at, method, fit)
+                    try:
+                        save_fit(*store_at, method, fit)
+                    except OSError as exc:  # a full disk: the fit is in memory, the result is written
+                        cache_not_written(store_at[0], exc, "fit")
             else:
                 method = stored
                 self.fits_loaded += 1

@@ -10,8 +10,10 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -20,6 +22,67 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
+_WARNED: set[str] = set()  # the caches this process has said it cannot write to
+
+
+def cache_not_written(path: Path, exc: OSError, what: str = "raw vectors") -> None:
+    """Say once per process and cache that a cache file could not be written: the run goes on with what it
+    holds in memory (nothing computed is lost), and says where and what to do. A cache is a saving of time,
+    never a condition of a result: its writers call this instead of stopping the run."""
+    root = str(Path(path).parent)
+    if root in _WARNED:
+        return
+    _WARNED.add(root)
+    why = "no space left on the device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+    logger.warning("cannot write the %s cache at %s (%s): the run goes on with what it holds in memory and writes "
+                   "its results, but a later run computes them again; free space there or point --cache-dir "
+                   "(ISO_BENCH_CACHE) at a disk with room", what, root, why)
+
+
+def temporary_name(path: Path) -> str:
+    """The prefix of :func:`replacing`'s temporary files for ``path``: ``.<name>-<pid>-``, so that the next
+    run can tell the files of a writer that died (:func:`remove_stale_temporaries`)."""
+    return f".{Path(path).name}-{os.getpid()}-"
+
+
+def remove_stale_temporaries(folder: Path, stale_after: float = 3600.0) -> list[Path]:
+    """Delete the temporary files of :func:`replacing` in ``folder`` whose writer is gone: a process of this
+    machine that no longer runs (the pid in the name), or, for a name without a pid (older versions), a file
+    older than ``stale_after`` seconds. A write in progress in a live process is left alone. Returns what
+    was deleted."""
+    import time
+
+    gone = []
+    for tmp in {*Path(folder).glob(".*.tmp"), *Path(folder).glob(".tmp-*")}:
+        pid = _writer_pid(tmp.name)
+        try:
+            stale = not _alive(pid) if pid is not None else time.time() - tmp.stat().st_mtime > stale_after
+            if stale:
+                tmp.unlink()
+                gone.append(tmp)
+        except FileNotFoundError:  # renamed into place or removed meanwhile by the write that made it
+            pass
+    return gone
+
+
+def _writer_pid(name: str) -> int | None:
+    """The pid in a temporary name ``.<target>-<pid>-<random>.tmp``; None where there is none."""
+    parts = name.removesuffix(".tmp").rsplit("-", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def default_file_mode() -> int:
@@ -33,9 +96,13 @@ def default_file_mode() -> int:
 def replacing(path: Path, *, copy: bool = False) -> Iterator[Path]:
     """A temporary file beside ``path`` (``copy``: starting as a copy of it) that replaces ``path`` when the
     block ends without an error, synced to disk first: a reader sees the old file or the new one, never a
-    part. Its name, ``.<name>-XXXX.tmp``, matches no glob for results (``*.json``) or shards (``*.npz``)."""
+    part. Its name, ``.<name>-<pid>-XXXX.tmp``, matches no glob for results (``*.json``) or shards (``*.npz``),
+    and tells the next run whether its writer is still alive (:func:`remove_stale_temporaries`)."""
     path = Path(path)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    from iso_bench.faults import check_space
+
+    check_space(path)  # tests: a full disk (ISO_BENCH_FULL_DISK)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path), suffix=".tmp")
     os.close(fd)
     tmp = Path(name)
     try:

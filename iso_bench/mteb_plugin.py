@@ -25,8 +25,10 @@ from typing import Any
 
 from iso_bench.registry import IsoBenchError
 from iso_bench.result_files import (  # noqa: F401 - the repairs a run makes before each variant, named here too
+    ResultsNotWritten,
     ensure_model_meta,
     result_identity,
+    result_path,
     set_aside_garbled,
     sign_scores,
     write_result,
@@ -237,9 +239,17 @@ def install_result_hook() -> None:
         if encoder is None or getattr(encoder, "mteb_model_meta", None) is not model_name:
             return original(self, task_result, model_name, model_revision, **kwargs)
         record = encoder.provenance(task_result.task_name)
-        units = write_instances(self, task_result, model_name, encoder, record.get("task_type"))
-        sign_scores(task_result, record, units, result_identity(self, task_result.task_name, model_name))
-        write_result(self, task_result, model_name, kwargs.get("encode_kwargs"))
+        try:
+            units = write_instances(self, task_result, model_name, encoder, record.get("task_type"))
+            sign_scores(task_result, record, units, result_identity(self, task_result.task_name, model_name))
+            write_result(self, task_result, model_name, kwargs.get("encode_kwargs"))
+        except OSError as exc:  # a full or read-only results disk
+            error = exc if isinstance(exc, ResultsNotWritten) else ResultsNotWritten(
+                result_path(self, task_result.task_name, model_name), exc)
+            failed = getattr(encoder, "write_errors", None)
+            if failed is None:  # mteb's own path: mteb.evaluate reports it
+                raise error from exc
+            failed.append(error)  # iso-bench run: the runner stops after this evaluation and says what exists
         return None
 
     save_to_cache.iso_bench_hook = True  # type: ignore[attr-defined]

@@ -22,7 +22,6 @@ import io
 import json
 import logging
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,21 @@ INSTANCES_SUFFIX = ".instances.npz"  # <Task>.instances.npz: the per-instance un
 
 class InstancesError(IsoBenchError):
     """A per-instance file that is missing, changed since its record was written, or was never kept."""
+
+
+class ResultsNotWritten(IsoBenchError, OSError):
+    """A result (or its units file, or ``model_meta.json``) could not be written: a full or read-only disk.
+    The message names the path and what to do; nothing half-written is left (each file is written whole)."""
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        import errno
+
+        why = "no space left on the device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+        where = Path(exc.filename).parent if getattr(exc, "filename", None) else Path(path).parent
+        super().__init__(f"cannot write results to {where} ({why}); free space there or pass --results a folder "
+                         "on a disk with room, then run the same command again: it computes only the missing "
+                         "results")
+        self.path = Path(path)
 
 
 def _sha256(value: Any) -> str:
@@ -335,23 +349,22 @@ def ensure_model_meta(cache: Any, meta: Any) -> bool:
     return True
 
 
-def set_aside_garbled(cache: Any, meta: Any, stale_after: float = 60.0) -> list[Path]:
+def set_aside_garbled(cache: Any, meta: Any, stale_after: float = 3600.0) -> list[Path]:
     """Prepare a variant's results folder for another run: rename each result file that mteb cannot read
     (cut short, or garbled) to ``<Task>.json.garbled`` (``.garbled-2``, ... when that name is taken), and
-    delete the temporary files (hidden ``.<name>-*.tmp``, older than ``stale_after`` seconds) that an
-    interrupted write left. mteb stops on an unreadable result (``overwrite_strategy="only-missing"`` loads it
-    and raises); set aside, the result is missing, so it is computed and written again. Returns the new paths."""
+    delete the temporary files that an interrupted write left (hidden ``.<name>-<pid>-*.tmp`` of a process that
+    is gone; one without a pid when older than ``stale_after`` seconds:
+    :func:`iso_bench.files.remove_stale_temporaries`). mteb stops on an unreadable result
+    (``overwrite_strategy="only-missing"`` loads it and raises); set aside, the result is missing, so it is
+    computed and written again. Returns the new paths."""
     from mteb.results import TaskResult
+
+    from iso_bench.files import remove_stale_temporaries
 
     folder = variant_folder(cache, meta)
     if not folder.is_dir():
         return []
-    for tmp in {*folder.glob(".*.tmp"), *folder.glob(".tmp-*")}:  # iso_bench.files' temporary names, new and old
-        try:
-            if time.time() - tmp.stat().st_mtime > stale_after:
-                tmp.unlink()
-        except FileNotFoundError:  # renamed into place or removed meanwhile by the write that made it
-            pass
+    remove_stale_temporaries(folder, stale_after)
     moved = []
     for path in sorted(p for p in folder.glob("*.json") if p.name != META_FILE and not p.name.startswith(".")):
         try:
@@ -362,7 +375,17 @@ def set_aside_garbled(cache: Any, meta: Any, stale_after: float = 60.0) -> list[
                 n += 1
                 target = path.with_name(f"{path.name}{GARBLED}-{n}")
             path.rename(target)
-            logger.warning("%s is not a readable result (%s): set aside as %s, to be computed again",
-                           path, exc, target.name)
+            logger.warning("%s %s: set aside as %s, to be computed again (move it out of the results folder if it "
+                           "is a file of yours)", path, _why_unreadable(target, exc), target.name)
             moved.append(target)
     return moved
+
+
+def _why_unreadable(path: Path, exc: Exception) -> str:
+    """Why mteb cannot read ``path``: not JSON (cut short, garbled), or JSON that is no task result."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        return f"is not a readable result: not valid JSON, as a write cut short leaves it ({err})"
+    kind = "a JSON object" if isinstance(data, dict) else f"JSON ({type(data).__name__})"
+    return f"is {kind} but not an mteb task result ({type(exc).__name__}: {exc})"

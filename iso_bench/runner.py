@@ -16,60 +16,21 @@ import dataclasses
 import logging
 import time
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from iso_bench.cards import expand_tasks
-from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL, variant_meta
+from iso_bench.grid.plan import RunConfig, RunStopped, RunSummary  # noqa: F401 - the runner's public names
+from iso_bench.grid.plan import canonical_spec as _canonical
+from iso_bench.grid.plan import complete as _complete  # noqa: F401 - named here for tests and callers
+from iso_bench.grid.plan import missing_results as _missing
+from iso_bench.grid.plan import seeded as _seeded
+from iso_bench.grid.plan import stopped as _stopped
+from iso_bench.grid.plan import variant_meta_of as _variant_meta
 
 logger = logging.getLogger(__name__)
 
-
-
-@dataclass
-class RunConfig:
-    """Everything that determines a run's numbers (and where they go)."""
-
-    model: str = DEFAULT_MODEL
-    revision: str | None = None
-    methods: Sequence[str] = DEFAULT_METHODS
-    tasks: Sequence[str] = ("mteb-sts",)
-    results_dir: str | Path = "results"
-    data_dir: str | Path | None = None
-    cache_dir: str | Path | None = None
-    device: str | None = None
-    batch_size: int = 32
-    fit_corpus: str = "task"  # "task", "train" or a text file
-    fit_sample: int | None = None  # fit on a seeded sample of this many texts (huge corpora)
-    seed: int = 0
-    seeds: Sequence[int] = ()  # replicates: each seed once, for the variants with randomness (default: (seed,))
-    pooling: str | None = None
-    layer: int | None = None
-    overwrite: bool = False
-    resamples: int = 1000  # bootstrap resamples of each result's 95% interval (recorded with it)
-    threads: int | None = None  # torch CPU threads (None: the idle CPUs); recorded, not part of the identity
-    progress: bool = True
-    trust_remote_code: bool = False
-    command: str | None = None  # the command line that reproduces the run, recorded with the results
-
-
-@dataclass
-class RunSummary:
-    """Main scores per variant and task (``None`` where a task produced no score)."""
-
-    model: str
-    revision: str
-    tasks: list[str]
-    scores: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    results_dir: Path = Path("results")
-    errors: dict[str, dict[str, str]] = field(default_factory=dict)
-    encode_stats: dict[str, int] = field(default_factory=dict)
-    fit_seconds: dict[str, float] = field(default_factory=dict)  # per variant: time in its methods' fits
-    fits_run: dict[str, int] = field(default_factory=dict)  # per variant: fits computed (not from the fit cache)
-    fits_loaded: dict[str, int] = field(default_factory=dict)  # per variant: fits read from the fit cache
-    seconds: float = 0.0
 
 
 def _get_task(name: str) -> Any:
@@ -282,7 +243,7 @@ def _run(cfg: RunConfig) -> RunSummary:
     from mteb.cache import ResultCache
 
     from iso_bench import instances
-    from iso_bench.mteb_plugin import install_result_hook
+    from iso_bench.mteb_plugin import ResultsNotWritten, install_result_hook
 
     install_result_hook()
     instances.N_RESAMPLES = cfg.resamples
@@ -310,53 +271,15 @@ def _run(cfg: RunConfig) -> RunSummary:
                          results_dir=Path(cfg.results_dir) / "results")
     states = [_start_variant(variant_cfg, run, spec, position, replicate=replicate, todo=names)
               for (variant_cfg, spec, position, replicate), names in zip(variants, todo, strict=True)]
-    _evaluate(cfg, run, states, cache, summary)
+    try:
+        _evaluate(cfg, run, states, cache, summary)
+    except ResultsNotWritten as exc:
+        raise _stopped(exc, run, states, cache, summary) from None
     for state in states:
         _finish_variant(state, run, cache, summary)
     summary.encode_stats = dict(run.store.stats) if run.store is not None else {"computed": 0, "reused": 0}
     summary.seconds = time.perf_counter() - started
     return summary
-
-
-def _missing(run: _Prepared, cache: Any, variants: list[tuple[RunConfig, str, str, bool]]) -> list[set[str]]:
-    """For each variant, the names of the tasks whose result is missing or incomplete (mteb's own test of what
-    ``overwrite_strategy="only-missing"`` reruns; all of them under ``--overwrite``). A garbled result file
-    is set aside first and counts as missing; ``model_meta.json`` is (re)written where it is wrong."""
-    from iso_bench.mteb_plugin import ensure_model_meta, set_aside_garbled
-
-    out = []
-    for cfg, spec, _, _ in variants:
-        meta = _variant_meta(cfg, run, _canonical(spec, cfg.seed))
-        ensure_model_meta(cache, meta)  # a garbled model_meta.json of an earlier run is rewritten
-        set_aside_garbled(cache, meta)  # a garbled result counts as missing and is computed again
-        out.append({t.metadata.name for t in run.tasks if cfg.overwrite or not _complete(t, meta, cache)})
-    return out
-
-
-def _complete(task: Any, meta: Any, cache: Any) -> bool:
-    """Whether the result of ``meta`` on ``task`` exists and covers every split and subset, by mteb's own check."""
-    try:
-        from mteb.evaluate import OverwriteStrategy, _check_cache
-    except ImportError:  # another mteb: let mteb.evaluate decide, task by task
-        return False
-    existing, missing = _check_cache(task, meta, cache, OverwriteStrategy.ONLY_MISSING)
-    return existing is not None and not missing
-
-
-def _canonical(spec: str, seed: int) -> str:
-    from iso_bench.encoder import VariantEncoder
-
-    return VariantEncoder(None, spec, seed=seed).spec
-
-
-def _seeded(spec: str, cfg: RunConfig) -> bool:
-    """Whether a seed changes the variant's numbers: a method with randomness (a ``seed`` parameter the spec
-    does not fix), or a fitted method on a sampled fit corpus."""
-    from iso_bench.methods import make_method
-
-    method, _ = make_method(spec)
-    random = "seed" in method.param_defaults() and "seed=" not in spec
-    return random or (type(method).fitted and cfg.fit_sample is not None)
 
 
 def _corpus(cfg: RunConfig, run: _Prepared) -> Any:
@@ -368,23 +291,6 @@ def _corpus(cfg: RunConfig, run: _Prepared) -> Any:
     corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed)
     corpus.add_tasks(run.tasks)
     return corpus
-
-
-def _variant_meta(cfg: RunConfig, run: _Prepared, spec: str) -> Any:
-    """The variant's ModelMeta: its name and, as experiment kwargs, its setup (so setups never share a file)."""
-    from iso_bench.fit_corpus import SETTINGS
-    from iso_bench.mteb_plugin import setup_kwargs
-
-    fit = cfg.fit_corpus if cfg.fit_corpus in SETTINGS else "file"
-    path = None if cfg.fit_corpus in SETTINGS else str(Path(cfg.fit_corpus).expanduser().resolve())
-    loader = {"fit_corpus": fit, "fit_corpus_path": path, "seed": cfg.seed, "fit_sample": cfg.fit_sample,
-              "pooling": cfg.pooling, "layer": cfg.layer,
-              "data_dir": None if cfg.data_dir is None else str(Path(cfg.data_dir).resolve())}
-    experiment = setup_kwargs(spec, fit_corpus=cfg.fit_corpus, seed=cfg.seed, pooling=cfg.pooling, layer=cfg.layer,
-                              data_dir=cfg.data_dir, fit_sample=cfg.fit_sample)
-    loader = {k: v for k, v in loader.items() if v is not None}
-    return variant_meta(cfg.model, spec, revision=run.revision, embed_dim=run.dim,
-                        experiment=experiment, **loader)
 
 
 def _reset_sampling(task: Any) -> None:
@@ -422,6 +328,7 @@ def _start_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, *, 
         state.encoder = VariantEncoder(run.store, spec, corpus=_corpus(cfg, run), seed=cfg.seed)
         state.encoder.base_record, state.encoder.data_sources = run.base_record, run.sources
         state.encoder.mteb_model_meta = meta
+        state.encoder.write_errors = []  # a result that cannot be written is reported here (see _evaluate)
     return state
 
 
@@ -442,6 +349,9 @@ def _evaluate(cfg: RunConfig, run: _Prepared, states: list[_VariantRun], cache: 
         result = mteb.evaluate(state.encoder, task, cache=cache, encode_kwargs={"batch_size": cfg.batch_size},
                                overwrite_strategy="always" if state.cfg.overwrite else "only-missing",
                                show_progress_bar=False, raise_error=False)
+        if state.encoder.write_errors:  # the results disk is full or read-only: stop, say what exists
+            bar.close()
+            raise state.encoder.write_errors[0]
         for error in result.exceptions or ():
             summary.errors.setdefault(state.label, {})[error.task_name] = error.exception
         for task_result in result.task_results:

@@ -36,13 +36,16 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _run(mirror: Path, out: Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+def _run(mirror: Path, out: Path, fault: str | None = None, term: bool = False) -> subprocess.CompletedProcess[str]:
     # a datasets cache of its own: the shared one may hold the full STS12 under the same name
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ISO_BENCH_THREADS": "1",
            "HF_DATASETS_CACHE": str(mirror.parent / "datasets-cache")}
     env.pop("ISO_BENCH_FAULT", None)
+    env.pop("ISO_BENCH_FAULT_SIGNAL", None)
     if fault:
         env["ISO_BENCH_FAULT"] = fault
+    if term:
+        env["ISO_BENCH_FAULT_SIGNAL"] = "TERM"
     argv = [sys.executable, "-m", "iso_bench", "run", "--model", MINILM, "--methods", *METHODS,
             "--tasks", *TASKS, "--data-dir", str(mirror), "--results", str(out / "results"),
             "--cache-dir", str(out / "cache"), "--no-progress"]
@@ -86,10 +89,26 @@ def test_a_killed_run_resumes_to_the_uninterrupted_results(fault: str, mirror: P
     assert len(partial) < len(reference)
     for name, result in partial.items():
         assert result == reference[name], name  # what survived the kill is already final
+    if fault.startswith(("shard-write", "result-write")):
+        assert list(tmp_path.rglob(".*.tmp")), "the kill left the half-written temporary file"
     resumed = _run(mirror, tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert _results(tmp_path) == reference
+    assert not list(tmp_path.rglob(".*.tmp"))  # the next run removed what the killed writer left
     from iso_bench.report import write_leaderboard
 
     board = write_leaderboard(tmp_path / "results")  # every digest still matches its scores
     assert "°" not in board and "†" not in board  # neither unverified nor modified
+
+
+def test_sigterm_ends_a_run_like_an_interrupt_and_leaves_no_temporary_file(mirror: Path, reference: dict,
+                                                                           tmp_path: Path) -> None:
+    """SIGTERM half-way through a result file's write: one line, exit 143, the temporary file removed, the
+    finished results kept; the next run completes them to the uninterrupted numbers."""
+    ended = _run(mirror, tmp_path, "result-write:2", term=True)
+    assert ended.returncode == 143, ended.stderr[-3000:]
+    assert "iso-bench: terminated (SIGTERM); finished results and cached vectors are kept" in ended.stderr
+    assert "Traceback" not in ended.stderr
+    assert not list(tmp_path.rglob(".*.tmp"))
+    assert 0 < len(_results(tmp_path)) < len(reference)
+    assert _run(mirror, tmp_path).returncode == 0 and _results(tmp_path) == reference

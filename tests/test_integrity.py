@@ -326,6 +326,33 @@ def test_stale_temporary_files_are_deleted_and_never_read(tmp_path: Path, varian
     assert not stale.exists() and not older.exists() and fresh.exists()  # fresh: maybe a write in progress
 
 
+def test_temporary_files_of_a_writer_that_is_gone_are_deleted_at_once(tmp_path: Path, variant) -> None:
+    """A temporary name carries its writer's pid: one of a dead process goes, one of a live process stays."""
+    import mteb
+
+    evaluate(variant, tmp_path)
+    folder = result_file(tmp_path).parent
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone, alive = folder / f".STS12.json-{int(dead.stdout)}-ab12cd34.tmp", folder / f".STS13.json-{os.getpid()}-x.tmp"
+    for path in (gone, alive):
+        path.write_text('{"task_name": "STS1')
+    assert set_aside_garbled(mteb.ResultCache(tmp_path), variant.mteb_model_meta) == []
+    assert not gone.exists() and alive.exists()
+
+
+def test_a_json_file_that_is_not_a_result_is_set_aside_saying_so(tmp_path: Path, variant, caplog) -> None:
+    import mteb
+
+    evaluate(variant, tmp_path)
+    stray = result_file(tmp_path).with_name("STS12.json")
+    stray.write_text('{"hello": 1}')
+    with caplog.at_level("WARNING"):
+        assert set_aside_garbled(mteb.ResultCache(tmp_path), variant.mteb_model_meta) == [
+            stray.with_name("STS12.json.garbled")]
+    assert f"{stray} is a JSON object but not an mteb task result" in caplog.text
+    assert "move it out of the results folder if it is a file of yours" in caplog.text
+
+
 CRASH = """
 import sys
 from pathlib import Path

@@ -1,0 +1,158 @@
+"""The plan of a run: what it is asked (:class:`RunConfig`), which variant lacks which result before any model
+loads (:func:`missing_results`, by mteb's own test of what ``overwrite_strategy="only-missing"`` reruns), the
+identity of each variant's results (:func:`variant_meta_of`: its name and setup), and what a run reports
+(:class:`RunSummary`), or says when it stops because its results cannot be written (:class:`RunStopped`).
+
+The runner (:mod:`iso_bench.runner`) carries the plan out in this process; nothing here loads a model.
+
+Example:
+    >>> cfg = RunConfig(methods=["raw", "whiten"], tasks=["STSBenchmark"])
+    >>> seeded("flow", cfg), seeded("whiten", cfg), canonical_spec("whiten-n_components=256", 0)
+    (True, False, 'whiten-256')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL, variant_meta
+from iso_bench.registry import IsoBenchError
+
+
+@dataclass
+class RunConfig:
+    """Everything that determines a run's numbers (and where they go)."""
+
+    model: str = DEFAULT_MODEL
+    revision: str | None = None
+    methods: Sequence[str] = DEFAULT_METHODS
+    tasks: Sequence[str] = ("mteb-sts",)
+    results_dir: str | Path = "results"
+    data_dir: str | Path | None = None
+    cache_dir: str | Path | None = None
+    device: str | None = None
+    batch_size: int = 32
+    fit_corpus: str = "task"  # "task", "train" or a text file
+    fit_sample: int | None = None  # fit on a seeded sample of this many texts (huge corpora)
+    seed: int = 0
+    seeds: Sequence[int] = ()  # replicates: each seed once, for the variants with randomness (default: (seed,))
+    pooling: str | None = None
+    layer: int | None = None
+    overwrite: bool = False
+    resamples: int = 1000  # bootstrap resamples of each result's 95% interval (recorded with it)
+    threads: int | None = None  # torch CPU threads (None: the idle CPUs); recorded, not part of the identity
+    progress: bool = True
+    trust_remote_code: bool = False
+    command: str | None = None  # the command line that reproduces the run, recorded with the results
+
+
+class RunStopped(IsoBenchError):
+    """The run stopped because its results could not be written (a full or read-only results disk):
+    ``summary`` holds the scores of the results that exist (None where none does), ``written`` and
+    ``missing`` name every (variant, task) of the run that has, and has not, a result on disk."""
+
+    def __init__(self, cause: Exception, summary: RunSummary, written: list[tuple[str, str]],
+                 missing: list[tuple[str, str]]) -> None:
+        super().__init__(str(cause))
+        self.summary, self.written, self.missing = summary, written, missing
+
+
+@dataclass
+class RunSummary:
+    """Main scores per variant and task (``None`` where a task produced no score)."""
+
+    model: str
+    revision: str
+    tasks: list[str]
+    scores: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    results_dir: Path = Path("results")
+    errors: dict[str, dict[str, str]] = field(default_factory=dict)
+    encode_stats: dict[str, int] = field(default_factory=dict)
+    fit_seconds: dict[str, float] = field(default_factory=dict)  # per variant: time in its methods' fits
+    fits_run: dict[str, int] = field(default_factory=dict)  # per variant: fits computed (not from the fit cache)
+    fits_loaded: dict[str, int] = field(default_factory=dict)  # per variant: fits read from the fit cache
+    seconds: float = 0.0
+
+
+def missing_results(run: Any, cache: Any, variants: list[tuple[RunConfig, str, str, bool]]) -> list[set[str]]:
+    """For each variant, the names of the tasks whose result is missing or incomplete (mteb's own test of what
+    ``overwrite_strategy="only-missing"`` reruns; all of them under ``--overwrite``). A garbled result file
+    is set aside first and counts as missing; ``model_meta.json`` is (re)written where it is wrong."""
+    from iso_bench.mteb_plugin import ResultsNotWritten, ensure_model_meta, set_aside_garbled
+
+    out = []
+    for cfg, spec, _, _ in variants:
+        meta = variant_meta_of(cfg, run, canonical_spec(spec, cfg.seed))
+        try:
+            ensure_model_meta(cache, meta)  # a garbled model_meta.json of an earlier run is rewritten
+            set_aside_garbled(cache, meta)  # a garbled result counts as missing and is computed again
+        except OSError as exc:
+            raise ResultsNotWritten(Path(cache.cache_path), exc) from None
+        out.append({t.metadata.name for t in run.tasks if cfg.overwrite or not complete(t, meta, cache)})
+    return out
+
+
+def complete(task: Any, meta: Any, cache: Any) -> bool:
+    """Whether the result of ``meta`` on ``task`` exists and covers every split and subset, by mteb's own check."""
+    try:
+        from mteb.evaluate import OverwriteStrategy, _check_cache
+    except ImportError:  # another mteb: let mteb.evaluate decide, task by task
+        return False
+    existing, missing = _check_cache(task, meta, cache, OverwriteStrategy.ONLY_MISSING)
+    return existing is not None and not missing
+
+
+def canonical_spec(spec: str, seed: int) -> str:
+    """The spec a variant is named by (:attr:`iso_bench.encoder.VariantEncoder.spec`)."""
+    from iso_bench.encoder import VariantEncoder
+
+    return VariantEncoder(None, spec, seed=seed).spec
+
+
+def seeded(spec: str, cfg: RunConfig) -> bool:
+    """Whether a seed changes the variant's numbers: a method with randomness (a ``seed`` parameter the spec
+    does not fix), or a fitted method on a sampled fit corpus."""
+    from iso_bench.methods import make_method
+
+    method, _ = make_method(spec)
+    random = "seed" in method.param_defaults() and "seed=" not in spec
+    return random or (type(method).fitted and cfg.fit_sample is not None)
+
+
+def variant_meta_of(cfg: RunConfig, run: Any, spec: str) -> Any:
+    """The variant's ModelMeta: its name and, as experiment kwargs, its setup (so setups never share a file)."""
+    from iso_bench.fit_corpus import SETTINGS
+    from iso_bench.mteb_plugin import setup_kwargs
+
+    fit = cfg.fit_corpus if cfg.fit_corpus in SETTINGS else "file"
+    path = None if cfg.fit_corpus in SETTINGS else str(Path(cfg.fit_corpus).expanduser().resolve())
+    loader = {"fit_corpus": fit, "fit_corpus_path": path, "seed": cfg.seed, "fit_sample": cfg.fit_sample,
+              "pooling": cfg.pooling, "layer": cfg.layer,
+              "data_dir": None if cfg.data_dir is None else str(Path(cfg.data_dir).resolve())}
+    experiment = setup_kwargs(spec, fit_corpus=cfg.fit_corpus, seed=cfg.seed, pooling=cfg.pooling, layer=cfg.layer,
+                              data_dir=cfg.data_dir, fit_sample=cfg.fit_sample)
+    loader = {k: v for k, v in loader.items() if v is not None}
+    return variant_meta(cfg.model, spec, revision=run.revision, embed_dim=run.dim,
+                        experiment=experiment, **loader)
+
+
+def stopped(cause: Exception, run: Any, states: list[Any], cache: Any, summary: RunSummary) -> RunStopped:
+    """What a run that cannot write its results says: for every variant and task, whether its result exists
+    on disk (mteb's own test, as a rerun sees it) and, where it does, its score."""
+    written, missing = [], []
+    for state in states:
+        row = summary.scores.setdefault(state.label, {})
+        for task in run.tasks:
+            name = task.metadata.name
+            try:
+                whole = complete(task, state.meta, cache)
+                existing = cache.load_task_result(name, state.meta) if whole else None
+            except Exception:  # noqa: BLE001 - unreadable counts as missing, as a rerun would see it
+                whole, existing = False, None
+            row[name] = existing.get_score() if existing is not None else None
+            (written if whole else missing).append((state.label, name))
+    summary.encode_stats = dict(run.store.stats) if run.store is not None else {"computed": 0, "reused": 0}
+    return RunStopped(cause, summary, written, missing)

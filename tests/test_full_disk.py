@@ -1,0 +1,146 @@
+"""A full disk loses no completed work and says what happened in one line.
+
+- The cache's disk full, the results' disk free: every result of the run is written, with the same scores as
+  a run with room; the cache's trouble is one warning naming the path.
+- The results' disk full: the run stops with one ``iso-bench: error:`` line naming the path (no traceback),
+  and its summary names exactly the results that exist on disk and those that do not.
+
+Each runs ``python -m iso_bench run`` (all-MiniLM-L6-v2, two 40-pair STS mirrors, two variants) on a small tmpfs
+where this machine lets the test mount one, else with ``ISO_BENCH_FULL_DISK`` (:mod:`iso_bench.faults`), which
+makes every whole-file write under a folder fail with ENOSPC."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import HUB_MIRROR, MINILM
+
+PAIRS = 40
+METHODS = ["raw", "whiten-32"]
+TASKS = {"STS12": "sts12-sts", "STS13": "sts13-sts"}
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("mirror")
+    for folder in TASKS.values():
+        source = HUB_MIRROR / "mteb" / folder / "test.jsonl"
+        if not source.is_file():
+            pytest.skip(f"{source} is not available")
+        lines = source.read_text(encoding="utf-8").splitlines(keepends=True)[:PAIRS]
+        (root / "mteb" / folder).mkdir(parents=True)
+        (root / "mteb" / folder / "test.jsonl").write_text("".join(lines), encoding="utf-8")
+    return root
+
+
+def _mount(folder: Path, size: str) -> bool:
+    """A tmpfs of ``size`` at ``folder``; False where this machine does not let the test mount one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return False
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True, check=False)
+    return done.returncode == 0
+
+
+@pytest.fixture(params=["tmpfs", "injected"])
+def full(request: pytest.FixtureRequest, tmp_path: Path):
+    """``full(folder, size)``: the env that makes ``folder``'s disk full (a tmpfs of ``size`` already filled,
+    or the injected ENOSPC); mounts are undone at the end."""
+    mounted: list[Path] = []
+
+    def make(folder: Path, size: str = "64k", after: int = 0) -> dict[str, str]:
+        if request.param == "injected":
+            return {"ISO_BENCH_FULL_DISK": str(folder), "ISO_BENCH_FULL_DISK_AFTER": str(after)}
+        if not _mount(folder, size):
+            pytest.skip("cannot mount a tmpfs here; the injected case covers it")
+        mounted.append(folder)
+        return {}
+
+    yield make
+    for folder in mounted:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def _run(mirror: Path, results: Path, cache: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ISO_BENCH_THREADS": "1",
+           "HF_DATASETS_CACHE": str(mirror.parent / "datasets-cache"), **env}
+    argv = [sys.executable, "-m", "iso_bench", "run", "--model", MINILM, "--methods", *METHODS, "--tasks", *TASKS,
+            "--data-dir", str(mirror), "--results", str(results), "--cache-dir", str(cache), "--no-progress"]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _scores(results: Path) -> dict[tuple[str, str], float]:
+    found = {}
+    for path in (results / "results").rglob("*.json"):
+        if path.name != "model_meta.json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+            variant = path.relative_to(results / "results").parts[0].rpartition("+")[2]
+            found[variant, data["task_name"]] = data["scores"]["test"][0]["main_score"]
+    return found
+
+
+@pytest.fixture(scope="module")
+def reference(mirror: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], float]:
+    out = tmp_path_factory.mktemp("reference")
+    done = _run(mirror, out / "results", out / "cache", {})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return _scores(out / "results")
+
+
+def test_a_full_cache_disk_loses_no_result(mirror: Path, reference: dict, full, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    env = full(cache, "16k")  # room for the namespace's meta.json, not for a shard of vectors
+    done = _run(mirror, tmp_path / "results", cache, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert _scores(tmp_path / "results") == reference  # every result, the same numbers
+    warnings = [line for line in done.stderr.splitlines() if "cannot write the raw vectors cache" in line]
+    assert len(warnings) == 1 and str(cache) in warnings[0] and "--cache-dir" in warnings[0]
+
+
+def test_a_full_results_disk_stops_in_one_line_naming_what_exists(mirror: Path, full, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    env = full(results, "40k", after=5)  # room for a few of the run's files, not for all
+    done = _run(mirror, results, tmp_path / "cache", env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("iso-bench: error:")]
+    assert len(errors) == 1 and f"cannot write results to {results}" in errors[0]
+    assert "--results" in errors[0]
+    on_disk = {(variant, task) for variant, task in _scores(results)}
+    said_missing = {(line.split(" on ")[0].rpartition("+")[2], line.split(" on ")[1])
+                    for line in done.stderr.splitlines() if line.startswith("  not written: ")}
+    everything = {(m, t) for m in METHODS for t in TASKS}
+    assert said_missing == everything - on_disk and on_disk < everything
+    assert f"stopped: {len(on_disk)} results of this run are on disk, {len(said_missing)} are not" in done.stderr
+
+
+def test_a_run_that_fails_before_writing_leaves_no_results_folder(tmp_path: Path, capsys) -> None:
+    from iso_bench.cli import main
+
+    results = tmp_path / "new" / "results"
+    assert main(["run", "--results", str(results), "--fit-corpus", str(tmp_path / "nowhere.txt"),
+                 "--tasks", "STS12", "--no-progress"]) == 2
+    assert "iso-bench: error: fit corpus file" in capsys.readouterr().err
+    assert not results.exists()
+
+
+def test_an_os_error_is_one_line_naming_the_file(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    import errno
+
+    from iso_bench import cli
+
+    def full(args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/data/cache/x.npz")
+
+    monkeypatch.setattr(cli, "cmd_list", full)
+    assert cli.main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iso-bench: error: /data/cache/x.npz: No space left on device;") and err.count("\n") == 1
