@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +55,8 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     With ``output``, markdown also gets one plot per model (``<stem>-<model>.png`` beside ``output``, linked
     from it) unless ``plot`` is False; the paths come back output first, then the plots, sorted. Raises
     :class:`LeaderboardError` (an ``IsoBenchError``: bad input, with the folder or file named) for a missing
-    or empty folder, a malformed result file or an unknown format, and for a result file whose scores no
+    or empty folder (or a file given as one), a malformed result file, an unknown format, an ``output`` that
+    cannot be written (:func:`writable_output`, checked before any work), and for a result file whose scores no
     longer match the digest written with them (edited after its run) unless ``accept_modified``: then it is
     rendered with its cells marked † and a legend note. Results without a digest are marked ° (unverified).
 
@@ -69,14 +71,47 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     """
     if fmt not in RENDERERS:
         raise LeaderboardError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+    if Path(results_dir).is_file():
+        raise LeaderboardError(f"{results_dir}: is a file, not a results folder; give the folder that holds "
+                               "results/<model>/<revision>/<task>.json (the --results folder of iso-bench run)")
+    out = None if output is None else writable_output(output)
     board = build_leaderboard(read_results(results_dir, accept_modified), ci, accept_modified)
-    if output is None:
+    if out is None:
         return render(board, fmt)
-    out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    plots = write_plots(board, out.parent, out.stem) if fmt == "markdown" and plot else {}
-    atomic_write_text(out, render_markdown(board, plots) if plots else render(board, fmt))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        plots = write_plots(board, out.parent, out.stem) if fmt == "markdown" and plot else {}
+        atomic_write_text(out, render_markdown(board, plots) if plots else render(board, fmt))
+    except OSError as exc:
+        raise LeaderboardError(_cannot_write(out, exc)) from None
     return [out, *(out.parent / name for name in sorted(plots.values()))]
+
+
+def writable_output(output: str | Path) -> Path:
+    """``output`` as a path the leaderboard (and its plots, beside it) can be written to, checked before any
+    work: :class:`LeaderboardError`, naming it and what to do, for an empty path, a folder, a path under a file,
+    or a folder that cannot be written (read-only file system, ``/proc``, no permission)."""
+    if not str(output).strip():
+        raise LeaderboardError("the output path is empty (-o ''): give a file to write, e.g. -o leaderboard.md, "
+                               "or leave -o out to print to standard output")
+    out = Path(output)
+    if out.is_dir():
+        raise LeaderboardError(f"{out}: is a folder, not a file; give a file to write, e.g. -o "
+                               f"{out / 'leaderboard.md'}")
+    folder = next((p for p in out.parents if p.exists()), Path("."))  # the nearest folder that is there
+    if not folder.is_dir():
+        raise LeaderboardError(f"{out}: {folder} is a file, not a folder; give a file path in a folder")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
+            pass
+    except OSError as exc:
+        raise LeaderboardError(_cannot_write(out, exc)) from None
+    return out
+
+
+def _cannot_write(out: Path, exc: OSError) -> str:
+    return (f"{out}: cannot write the leaderboard there ({exc.strerror or exc}); give a file in a folder you can "
+            "write to")
 
 
 def write_outlier_reports(report: OutlierReport, folder: str | Path, top: int = 5) -> list[Path]:
@@ -102,5 +137,5 @@ def _json_default(value: Any) -> Any:
 
 __all__ = ["FORMATS", "Leaderboard", "LeaderboardError", "Result", "build_leaderboard", "format_summary",
            "markdown_table", "plot_data", "read_results", "render", "render_csv", "render_latex", "render_markdown",
-           "render_outlier_markdown", "split_model_name", "summary_header", "write_leaderboard",
+           "render_outlier_markdown", "split_model_name", "summary_header", "writable_output", "write_leaderboard",
            "write_outlier_reports", "write_plots"]

@@ -1,7 +1,8 @@
 """Figures: each model's isotropy against its mean STS scores (from the leaderboard's tables), and the
 outlier report's heatmap.
 
-matplotlib is imported inside the functions that draw (Agg backend). Fixed size and dpi, no software or
+matplotlib is imported inside the functions that draw (Agg backend). A name is drawn as written
+(:func:`iso_bench.report.escape.plot_text`: a ``$`` in it never starts mathtext). Fixed size and dpi, no software or
 time metadata: the same data give the same bytes with the same matplotlib.
 """
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from iso_bench.files import atomic_write_bytes
 from iso_bench.report.board import Leaderboard, Section
+from iso_bench.report.escape import plot_text
 
 if TYPE_CHECKING:
     from iso_bench.outliers import OutlierReport
@@ -100,7 +102,7 @@ def _draw(plt: Any, plot: Plot, path: Path) -> None:
     with plt.rc_context({"font.size": 9}):
         fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
         for k, ((label, points), marker) in enumerate(zip(plot.series, "os^Dv<>p", strict=False)):
-            dots = ax.scatter([p[1] for p in points], [p[2] for p in points], marker=marker, label=label)
+            dots = ax.scatter([p[1] for p in points], [p[2] for p in points], marker=marker, label=plot_text(label))
             bars = [(x, y, e) for (_, x, y), e in zip(points, plot.errors[k] if plot.errors else (), strict=False)
                     if e is not None]
             if bars:  # the interval of y: asymmetric, from the percentile bootstrap
@@ -112,9 +114,10 @@ def _draw(plt: Any, plot: Plot, path: Path) -> None:
             for variant, x, y in points:
                 labels.setdefault((x, y), []).append(variant)
             for (x, y), variants in labels.items():
-                ax.annotate(", ".join(variants), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=8)
-        y_label = plot.y_label + ("\n(bars: the interval shown in the table)" if plot.errors else "")
-        ax.set(xlabel=plot.x_label, ylabel=y_label, title=plot.title)
+                ax.annotate(plot_text(", ".join(variants)), (x, y), textcoords="offset points", xytext=(4, 3),
+                            fontsize=8)
+        y_label = plot_text(plot.y_label) + ("\n(bars: the interval shown in the table)" if plot.errors else "")
+        ax.set(xlabel=plot_text(plot.x_label), ylabel=y_label, title=plot_text(plot.title))
         ax.margins(x=0.15, y=0.1)
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
@@ -135,7 +138,7 @@ def plot_outliers(report: OutlierReport, path: str | Path, top: int = 5) -> None
     ax.set_yticks(range(len(report.layers)), [str(r.layer) for r in report.layers], fontsize=7)
     ax.set_xlabel("dimension")
     ax.set_ylabel("layer (0 = embeddings)")
-    ax.set_title(f"{report.model}\nfraction of token vectors in which the dimension is the min or the max",
+    ax.set_title(f"{plot_text(report.model)}\nfraction of token vectors in which the dimension is the min or the max",
                  fontsize=8)
     fig.colorbar(image, ax=ax)
     fig.tight_layout()

@@ -11,6 +11,9 @@ brackets (LaTeX: in ``low`` and ``high`` columns after the column; CSV: columns 
 bounds, p and q), a merged row's spread as ``± 0.27`` after the value, and ``*`` (outside the bold) after a
 difference from raw that stays significant over the table.
 
+Every text that comes from a result file or a model name (names, revisions, setups, notes, provenance) goes
+through the escape of its format (:mod:`.escape`): it is shown as written, never read as markup.
+
 >>> board = build_leaderboard(read_results("results"))          # doctest: +SKIP
 >>> text = render_markdown(board)                              # doctest: +SKIP
 """
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from iso_bench.report.board import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Table
+from iso_bench.report.escape import csv_text, latex_escape, md_code, md_text, md_url, plain
 from iso_bench.report.marks import MARKS
 from iso_bench.report.plots import plot_data
 from iso_bench.result_files import VERIFIED
@@ -112,19 +116,20 @@ def _tabulate(table: Table, fmt: str, bold: Callable[[str], str], minus: str, es
                     disable_numparse=True, colalign=align)
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+def _md_cell(text: str) -> str:
+    return md_text(text, cell=True)
 
 
 def markdown_table(table: Table) -> str:
-    """One table in GitHub markdown (tabulate's "pipe"), then its notes and its provenance, as lists."""
-    out = [_tabulate(table, "pipe", lambda s: f"**{s}**", MINUS, _md_escape, "\\*"), ""]
-    out += [f"- {n}" for n in table.notes] + ["", "Provenance:", ""]
+    """One table in GitHub markdown (tabulate's "pipe"), then its notes and its provenance, as lists; every text
+    that comes from a result file or a model name escaped (:func:`iso_bench.report.escape.md_text`)."""
+    out = [_tabulate(table, "pipe", lambda s: f"**{s}**", MINUS, _md_cell, "\\*"), ""]
+    out += [f"- {md_text(n, block=True)}" for n in table.notes] + ["", "Provenance:", ""]
     for name, values in table.provenance:
         if len(values) == 1:
-            out.append(f"- {name}: {_md_value(name, values[0])}")
+            out.append(f"- {md_text(name)}: {_md_value(name, values[0])}")
         else:
-            out += [f"- {name}:"] + [f"  - {_md_value(name, v)}" for v in values]
+            out += [f"- {md_text(name)}:"] + [f"  - {_md_value(name, v, block=True)}" for v in values]
     return "\n".join(out) + "\n"
 
 
@@ -138,17 +143,21 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
            f"Built from {board.n_files} result files. Every table is followed by the provenance of its numbers; "
            f"{MISSING} is a missing result, never averaged.", ""]
     for section in board.sections:
-        out += [f"## {section.title}", ""] + ([section.subtitle, ""] if section.subtitle else [])
+        out += [f"## {md_text(section.title)}", ""]
+        out += [md_text(section.subtitle, block=True), ""] if section.subtitle else []
         for table in section.tables:
-            out += [f"### {table.title}", "", markdown_table(table)]
+            out += [f"### {md_text(table.title)}", "", markdown_table(table)]
         plot = plot_data(section) if plots and section.key in plots else None
         if plot is not None:
-            out += [f"![{plot.y_label} against {plot.x_label}, {plot.title}]({plots[section.key]})", ""]
+            alt = md_text(f"{plot.y_label} against {plot.x_label}, {plot.title}", brackets=True)
+            out += [f"![{alt}]({md_url(plots[section.key])})", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _md_value(name: str, value: str) -> str:
-    return f"`{value}`" if name == "command" and value.startswith("iso-bench") else value
+def _md_value(name: str, value: str, block: bool = False) -> str:
+    if name == "command" and value.startswith("iso-bench"):
+        return md_code(value)
+    return md_text(value, block=block)
 
 
 def render_csv(board: Leaderboard) -> str:
@@ -160,9 +169,10 @@ def render_csv(board: Leaderboard) -> str:
     q-value) and whether it is significant (1/0; empty where untested).
 
     Numbers as shown in markdown but plain (ASCII minus, no ``±``), so ``float()`` reads them; an empty
-    value is a missing result, or one withheld (I(W) of whitened vectors). Notes and provenance stay in the
-    markdown and LaTeX outputs. ``check`` is ``verified``, ``modified`` (a result the value is computed from
-    no longer matches its digest) or ``unverified`` (one has no digest); empty where the value is.
+    value is a missing result, or one withheld (I(W) of whitened vectors). A name is one line (a newline shown
+    as a space), and one that starts like a formula (``=`` ``+`` ``-`` ``@``) gets a leading ``'``. Notes and
+    provenance stay in the markdown and LaTeX outputs. ``check`` is ``verified``, ``modified`` (a result the value
+    is computed from no longer matches its digest) or ``unverified`` (one has no digest); empty where the value is.
     """
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -175,8 +185,9 @@ def render_csv(board: Leaderboard) -> str:
                     value = "" if cell.value is None else format_number(cell.value, col.fmt)
                     delta = "" if cell.delta is None else format_delta(cell.delta, col.fmt, "-", "")
                     check = "" if cell.value is None else cell.mark or VERIFIED
-                    writer.writerow([table.title, row.model, row.revision, row.label, row.tag, col.label,
-                                     value, delta, "1" if cell.best else "0", check,
+                    names = [csv_text(t) for t in (table.title, row.model, row.revision, row.label)]
+                    writer.writerow([*names, plain(row.tag), csv_text(col.label), value, delta,
+                                     "1" if cell.best else "0", check,
                                      *(_csv_uncertainty(cell, col) if board.ci else ())])
     return buf.getvalue()
 
@@ -194,19 +205,6 @@ def _csv_uncertainty(cell: Cell, col: Column) -> list[str]:
 
     return [number(cell.low), number(cell.high), number(cell.sd), number(cell.delta_low), number(cell.delta_high),
             prob(cell.p), prob(cell.q), "" if cell.q is None else "1" if cell.significant else "0"]
-
-
-_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-          "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", MINUS: "$-$", MISSING: "--",
-          "×": r"$\times$", "±": r"$\pm$", "ᵀ": r"$^\top$", "†": r"$^\dagger$", "°": r"$^{\circ}$"}
-
-
-def latex_escape(text: str) -> str:
-    r"""Text safe in LaTeX: ``latex_escape("a_b × 2")`` is ``a\_b $\times$ 2``; two hyphens stay two hyphens
-    (``--flag`` is ``-{}-flag``, not an en dash).
-    """
-    return "".join("-{}" if ch == "-" and text[i + 1:i + 2] == "-" else _LATEX.get(ch, ch)
-                   for i, ch in enumerate(text))
 
 
 def render_latex(board: Leaderboard) -> str:
@@ -279,8 +277,8 @@ def summary_header(summary: Any) -> str:
 
 def render_outlier_markdown(report: OutlierReport, top: int = 5, png_name: str | None = None) -> str:
     """A markdown report: per layer, the detected outliers and the top dimensions with their statistics."""
-    lines = [f"# Outlier dimensions of {report.model}", "",
-             f"Revision `{report.revision}`; corpus: {report.corpus} ({report.n_texts:,} texts, "
+    lines = [f"# Outlier dimensions of {md_text(report.model)}", "",
+             f"Revision {md_code(report.revision)}; corpus: {md_text(report.corpus)} ({report.n_texts:,} texts, "
              f"{report.n_tokens:,} token vectors, special tokens excluded).", "",
              "A dimension is an outlier when it is the smallest or largest coordinate of at least max(10/d, 5%) "
              "of the token vectors and its mean lies at least 3 standard deviations (of the other dimensions' "

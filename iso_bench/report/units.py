@@ -9,7 +9,8 @@ for ``wmean``, ``strata``. Its bytes must match the recorded SHA-256: a units fi
 refused like a changed result (:class:`UnitsStore`), or marked † with ``accept_modified``.
 
 A result's units are one :class:`Sample` per subset entry of its split, or the reason there are none (a
-string: written before intervals were recorded, no units kept and why, the file missing).
+string: not written by an iso-bench variant, written before intervals were recorded, no units kept and why,
+the file missing).
 
 >>> store = UnitsStore()                                          # doctest: +SKIP
 >>> results = store.verify(read_results("results"))               # doctest: +SKIP
@@ -33,7 +34,8 @@ import numpy as np
 from iso_bench.report.results import LeaderboardError, Result
 from iso_bench.result_files import MODIFIED
 
-WRITTEN_BEFORE = "written before intervals were recorded"
+WRITTEN_BEFORE = "written before intervals were recorded"  # by an iso-bench version that did not record them
+NOT_ISO_BENCH = "not written by an iso-bench variant (no iso_bench record)"  # another model's result file
 NO_UNITS = "no units recorded"
 SHAPES = {"spearman": "(n, 2)", "wmean": "(n, 2)", "mean": "(n,)", "max_ap": "(n, k + 1)"}
 GOLD = {"spearman": 1, "wmean": 1, "max_ap": -1, "max_accuracy": -1}  # the column aligned variants share
@@ -158,6 +160,8 @@ class UnitsStore:
     def _sample(self, result: Result, record: Mapping[str, Any]) -> Sample | str | Path:
         """One subset's units; a reason string; or the path of a units file that fails its SHA-256."""
         inst = record.get("instances")
+        if not record:
+            return NOT_ISO_BENCH
         if not isinstance(inst, Mapping):
             return NO_UNITS if "interval" in record else WRITTEN_BEFORE
         name = inst.get("file")
@@ -213,5 +217,5 @@ def _parse(path: Path, data: bytes, inst: Mapping[str, Any], result: Result) -> 
     return Sample(units, statistic, None if strata is None else np.asarray(strata), str(key), path.name)
 
 
-__all__ = ["DEFAULTS", "Design", "NO_UNITS", "Sample", "UnitsStore", "WRITTEN_BEFORE", "design_of", "misaligned",
-           "recorded_interval"]
+__all__ = ["DEFAULTS", "Design", "NOT_ISO_BENCH", "NO_UNITS", "Sample", "UnitsStore", "WRITTEN_BEFORE", "design_of",
+           "misaligned", "recorded_interval"]
