@@ -84,6 +84,11 @@ gets – (never a mean of the present cells).
         "whiten (n_components=null): fit on the evaluated task's own texts (split test; transductive), sentence level, "
         "seed 0")
     assert "/home/someone" not in render_markdown(board)
+    repeated = {**FILE_FIT, "n_lines": 1500}  # a file whose 1,500 lines hold 1,000 distinct texts
+    sts(tmp_path, "whiten", 0.68, 0.79, setup={"fit_corpus": "file_bbbbbbbbbbbb"}, fit=repeated)
+    fits = dict(build_leaderboard(read_results(tmp_path)).sections[0].tables[0].provenance)["fit"]
+    assert f"whiten (n_components=null): fit on file wiki.txt (1500 lines, 1000 distinct texts, sha256 {FILE_SHA}), " \
+        "sentence level, seed 0" in fits
 
 
 def test_a_plain_folder_is_its_own_setup(tmp_path: Path) -> None:

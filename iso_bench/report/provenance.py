@@ -89,7 +89,10 @@ def _corpus(fit: dict[str, Any]) -> str:
     """What a fit corpus was: the evaluated task's texts (the same words for every task), a task's training
     split or a file (with its size and the SHA-256 of its texts); a sample says so."""
     corpus, splits = fit["fit_corpus"], list(fit.get("splits") or ["?"])
-    size = f"{fit.get('n_texts', '?')} texts, sha256 {fit.get('texts_sha256', '?')}"
+    lines = fit.get("n_lines")  # a file's non-empty lines, where repeated lines made fewer texts
+    count = f"{lines} lines, {fit.get('n_texts', '?')} distinct texts" if lines not in (None, fit.get("n_texts")) \
+        else f"{fit.get('n_texts', '?')} texts"
+    size = f"{count}, sha256 {fit.get('texts_sha256', '?')}"
     where = {"task": f"the evaluated task's own texts (split{'s' * (len(splits) > 1)} {'+'.join(splits)}; "
                      "transductive)",
              "train": f"{fit.get('task', '?')}'s training texts (split{'s' * (len(splits) > 1)} {'+'.join(splits)}; "
