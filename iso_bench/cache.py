@@ -6,17 +6,20 @@ The prompt is the string mteb's implementation of a model puts before a text for
 part of the text's key, so a query and a passage with the same text are two entries; a text encoded with
 no prompt keeps the plain key ``sha256(text)``.
 
-On disk a namespace folder ``<root>/<model>/<revision>/<extraction>/`` holds ``meta.json`` and shard
-files ``<kind>-<id>.npz``, written atomically (temporary file, then rename) and carrying a SHA-256 of
-their content. A shard that cannot be read or whose checksum fails is reported, moved aside and its
-vectors recomputed: a damaged cache is never trusted. No pickle is involved (``allow_pickle=False``).
-Temporary files (their names begin with a dot) left by a process killed while writing are never read
-as shards.
+On disk a namespace folder ``<root>/<model>/<revision>/<extraction>/`` holds ``meta.json``, shard files
+``<kind>-<id>.npz`` (:mod:`iso_bench.vectors.shards`: written atomically, a SHA-256 of their content) and
+``index.sqlite`` (:mod:`iso_bench.vectors.index`): from each text's key to the shard and rows that hold its
+vector. A request reads only its own rows, in place, each checked against the CRC-32 recorded when it was
+written: its memory and time follow the request, never the size of the cache. A shard that cannot be read
+or fails a check is reported, moved aside and its vectors recomputed: a damaged cache is never trusted. No
+pickle is involved. Temporary files (their names begin with a dot) left by a process killed while writing
+are never read as shards, and the next store of the namespace removes those whose writer is gone; a shard
+written but not yet indexed when its writer died is verified whole and indexed by the next store.
 
 Several processes may share a namespace at the same time: each chunk of missing texts is encoded and
 written while the process holds an exclusive lock on the namespace's ``encode.lock`` file, and after
-taking the lock a store first reads the shards other processes have written since it last looked, so
-that a text is encoded once however many runs ask for it (see :meth:`EmbeddingStore._encode_lock`).
+taking the lock a store first looks the chunk up again in the index, which other processes update as they
+write, so that a text is encoded once however many runs ask for it (see :meth:`EmbeddingStore._encode_lock`).
 
 Example:
     >>> store = EmbeddingStore(backbone, cache_dir="~/.cache/iso_bench")   # doctest: +SKIP
@@ -30,8 +33,8 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import uuid
-import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,8 +43,15 @@ from typing import Any
 import numpy as np
 
 from iso_bench.faults import fault_point
-from iso_bench.files import atomic_write_text, cache_not_written, remove_stale_temporaries, replacing
-from iso_bench.registry import IsoBenchError
+from iso_bench.files import atomic_write_text, cache_not_written, remove_stale_temporaries
+from iso_bench.vectors.index import ShardIndex, group_by_shard, set_aside
+from iso_bench.vectors.shards import (  # noqa: F401 - the shard format, named here too
+    CacheCorruptError,
+    read_rows,
+    read_shard,
+    read_vectors,
+    write_shard,
+)
 
 try:
     import fcntl
@@ -82,61 +92,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "__", text).strip("_") or "model"
 
 
-def _digest(keys: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
-    h = hashlib.sha256()
-    for arr in (keys, offsets, data):
-        h.update(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))  # the bytes in place, not a copy
-    return np.frombuffer(h.digest(), dtype=np.uint8)
-
-
-class CacheCorruptError(IsoBenchError, RuntimeError):
-    """A shard failed its checksum or could not be parsed."""
-
-
-def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray]) -> None:
-    """Write vectors (each ``(dim,)`` or ``(n_i, dim)``) atomically with a checksum.
-
-    The file is what ``np.savez`` writes (an uncompressed zip of ``.npy`` members), streamed into its
-    temporary file member by member: no second copy of a shard that may be 100s of MB is made in memory."""
-    dim = arrays[0].shape[-1]
-    rows = [np.asarray(a, dtype=np.float32).reshape(-1, dim) for a in arrays]
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(r) for r in rows])
-    data = np.concatenate(rows, axis=0) if rows else np.zeros((0, dim), np.float32)
-    key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)
-    members = {"keys": key_arr, "offsets": offsets, "data": data, "ndim": np.array([arrays[0].ndim], dtype=np.int64),
-               "digest": _digest(key_arr, offsets, data)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(path) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for name, array in members.items():
-            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, array, allow_pickle=False)
-            if name == "data":  # the vectors are in the temporary file, its checksum and directory are not
-                archive.fp.flush()
-                fault_point("shard-write")
-
-
-def read_shard(path: Path) -> dict[bytes, np.ndarray]:
-    """Read and verify a shard; raises :class:`CacheCorruptError` when it is damaged."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            keys, offsets, data, ndim, digest = (z[k] for k in ("keys", "offsets", "data", "ndim", "digest"))
-    except Exception as exc:  # noqa: BLE001 - any parse failure means a damaged file
-        raise CacheCorruptError(f"{path}: unreadable ({exc})") from exc
-    if not np.array_equal(_digest(keys, offsets, data), digest):
-        raise CacheCorruptError(f"{path}: checksum mismatch")
-    if len(offsets) != len(keys) + 1 or offsets[-1] != len(data):
-        raise CacheCorruptError(f"{path}: inconsistent offsets")
-    one = int(ndim[0]) == 1
-    out = {}
-    for i in range(len(keys)):
-        block = data[offsets[i] : offsets[i + 1]]
-        out[keys[i].tobytes()] = block[0] if one else block
-    return out
-
-
 class EmbeddingStore:
-    """Raw vectors of one backbone, computed once per text and kept in memory and on disk.
+    """Raw vectors of one backbone, computed once per text and kept on disk (in memory for a store without a
+    cache folder, and for vectors whose shard could not be written).
 
     Args:
         backbone: the :class:`~iso_bench.backbone.Backbone` that computes missing vectors.
@@ -166,9 +124,10 @@ class EmbeddingStore:
         self.batch_size = batch_size
         self.progress = progress
         self.flush_every = max(1, int(flush_every))
-        self._mem: dict[str, dict[bytes, np.ndarray]] = {}
-        self._loaded: set[str] = set()
-        self._seen: set[str] = set()  # names of the shard files already read (or written) by this store
+        self._mem: dict[str, dict[bytes, np.ndarray]] = {}  # vectors not on disk (no folder, or a failed write)
+        self._synced: set[str] = set()  # kinds whose shards on disk this store has checked against the index
+        self._shard_meta: dict[str, tuple[int, int, int, int]] = {}  # name -> (data_offset, rows, dim, ndim)
+        self.index: ShardIndex | None = None
         self._recent: dict[tuple[int, bytes], np.ndarray] = {}  # the last sentence matrices (see sentences)
         self.stats = {"computed": 0, "reused": 0}
         self.folder: Path | None = None
@@ -188,8 +147,15 @@ class EmbeddingStore:
                     atomic_write_text(meta, json.dumps(info, indent=2, sort_keys=True))
             except OSError as exc:
                 cache_not_written(meta, exc)
-                if not self.folder.is_dir():  # nothing to read either: vectors live in memory only
-                    self.folder = None
+            if self.folder.is_dir():
+                self.index = ShardIndex(self.folder)
+                try:
+                    self.index.db  # noqa: B018 - opened (or rebuilt) now, so that a failure is said once, here
+                except (OSError, sqlite3.Error) as exc:
+                    cache_not_written(self.index.path, OSError(str(exc)))
+                    self.index = None
+            if self.index is None:  # nothing to read or write: vectors live in memory only
+                self.folder = None
 
     # ---- public API -------------------------------------------------------------------------------
     # ``task_metadata`` and ``prompt_type`` are what mteb hands an encoder: the task being evaluated and
@@ -212,8 +178,7 @@ class EmbeddingStore:
             self.stats["reused"] += len(texts)
             self._recent[memo] = self._recent.pop(memo)  # the most recent last
             return self._recent[memo]
-        vecs = self._get("sentence", texts, None, desc, where)
-        X = np.stack(vecs) if vecs else np.zeros((0, self.backbone.dim), np.float32)
+        X = self._get("sentence", texts, None, desc, where)
         X.flags.writeable = False
         self._recent[memo] = X
         while len(self._recent) > RECENT or sum(m.nbytes for m in self._recent.values()) > RECENT_BYTES:
@@ -232,19 +197,18 @@ class EmbeddingStore:
         ``texts[i]`` is the text that holds ``spans[i]``; a text that holds several spans is encoded once.
         """
         where = self._where(task_metadata, prompt_type)
-        vecs = self._get("span", list(texts), [tuple(s) for s in spans], desc, where)
-        return np.stack(vecs) if vecs else np.zeros((0, self.backbone.dim), np.float32)
+        return self._get("span", list(texts), [tuple(s) for s in spans], desc, where)
 
     def prompt(self, task_metadata: Any = None, prompt_type: Any = None) -> str | None:
         """The prompt string the backbone puts before texts of this task and prompt type (None: none)."""
         return self._where(task_metadata, prompt_type)[0]
 
     def intact(self) -> bool:
-        """Whether every shard this store has read or written is still on disk (a store kept in memory
-        between runs is reused only then: a cache folder cleared meanwhile is read, and filled, anew)."""
+        """Whether the cache folder and its index are still there (a store kept between runs of a process is
+        reused only then: a cache folder cleared meanwhile is opened, and filled, anew)."""
         if self.folder is None:
             return True
-        return self.folder.is_dir() and all((self.folder / name).is_file() for name in self._seen)
+        return self.folder.is_dir() and self.index is not None and self.index.exists()
 
     # ---- internals --------------------------------------------------------------------------------
     def _where(self, task_metadata: Any, prompt_type: Any) -> tuple[str | None, dict[str, Any]]:
@@ -255,35 +219,83 @@ class EmbeddingStore:
             return None, {}
         return resolve(task_metadata, prompt_type) or None, {"task_metadata": task_metadata, "prompt_type": prompt_type}
 
-    def _table(self, kind: str) -> dict[bytes, np.ndarray]:
-        """The in-memory vectors of ``kind``; the first call reads every shard of that kind on disk."""
-        table = self._mem.setdefault(kind, {})
-        if self.folder is not None and kind not in self._loaded:
-            self._loaded.add(kind)
-            self._refresh(kind)
-        return table
+    def _get(self, kind: str, texts: list[str], spans: list[tuple[int, int]] | None, desc: str,
+             where: tuple[str | None, dict[str, Any]]) -> Any:
+        """The vectors of ``texts`` (and ``spans``): a ``(n, dim)`` matrix for single-vector kinds (sentence,
+        span), a list of ``(n_tokens, dim)`` arrays for tokens. What the cache holds is read in place; the
+        rest is encoded (and written) first."""
+        context, encode_kwargs = where
+        keys = [text_key(t, spans[i] if spans else None, context) for i, t in enumerate(texts)]
+        matrix = kind != "tokens"
+        out: Any = np.zeros((len(keys), self.backbone.dim), np.float32) if matrix else [None] * len(keys)
+        filled = np.zeros(len(keys), dtype=bool)
+        self._fill(kind, keys, out, filled)
+        missing: dict[bytes, int] = {}
+        for i in np.flatnonzero(~filled).tolist():
+            missing.setdefault(keys[i], i)
+        self.stats["reused"] += len(keys) - len(missing)
+        if missing:
+            items = [(k, texts[i], spans[i] if spans else None) for k, i in missing.items()]
+            compute = self._compute_spans if kind == "span" else self._compute
+            fresh = compute(kind, items, desc, encode_kwargs)
+            for i in np.flatnonzero(~filled).tolist():
+                vec = fresh.get(keys[i])
+                if vec is not None:
+                    out[i], filled[i] = vec, True
+            if not filled.all():
+                self._fill(kind, keys, out, filled)  # what other processes encoded meanwhile
+        return out
 
-    def _refresh(self, kind: str) -> None:
-        """Read the shards of ``kind`` that this store has not read yet (those other processes wrote since
-        it last looked). A damaged shard is reported and set aside as ``.npz.bad``; its vectors are then
-        missing and will be recomputed. Temporary files (a write in progress, or one a killed process left
-        behind) have names that begin with a dot: they are never read."""
-        assert self.folder is not None
-        table = self._mem.setdefault(kind, {})
-        for shard in sorted(self.folder.glob(f"{kind}-*.npz")):
-            if shard.name in self._seen or shard.name.startswith("."):
-                continue
-            self._seen.add(shard.name)
+    def _fill(self, kind: str, keys: list[bytes], out: Any, filled: np.ndarray) -> None:
+        """Put into ``out`` (and mark ``filled``) the vectors of ``keys`` the store holds: in memory, or in
+        the shards the index names, read in place and checked. A shard found damaged is set aside and
+        forgotten; its keys stay unfilled (to be encoded again)."""
+        mem = self._mem.get(kind)
+        if mem:
+            for i in np.flatnonzero(~filled).tolist():
+                vec = mem.get(keys[i])
+                if vec is not None:
+                    out[i], filled[i] = vec, True
+        if self.index is None:
+            return
+        self._sync(kind)
+        todo = np.flatnonzero(~filled)
+        if not len(todo):
+            return
+        wanted = [keys[i] for i in todo.tolist()]
+        found = self.index.lookup(kind, list(dict.fromkeys(wanted)))
+        for name, positions, starts, stops, crcs in group_by_shard(found, wanted):
+            path, where = self.folder / name, todo[positions]
             try:
-                table.update(read_shard(shard))
+                offset, rows, dim, ndim = self._meta_of(name)
+                if ndim == 1:
+                    out[where] = read_vectors(path, (offset, rows, dim), starts, crcs)
+                else:
+                    for i, block in zip(where.tolist(), read_rows(path, (offset, rows, dim), starts, stops, crcs),
+                                        strict=True):
+                        out[i] = block
+                filled[where] = True
             except CacheCorruptError as exc:
-                if not shard.exists():  # set aside by another process in the meantime
-                    continue
-                logger.warning("damaged cache shard ignored and set aside, its vectors will be recomputed: %s", exc)
-                try:
-                    shard.replace(shard.with_suffix(".npz.bad"))
-                except FileNotFoundError:
-                    pass
+                if path.exists():
+                    set_aside(path, exc)
+                self.index.drop([name])
+                self._shard_meta.pop(name, None)
+
+    def _meta_of(self, name: str) -> tuple[int, int, int, int]:
+        """``(data_offset, rows, dim, ndim)`` of an indexed shard (asked of the index once per process)."""
+        if name not in self._shard_meta:
+            found = self.index.shard(name) if self.index is not None else None
+            if found is None:
+                raise CacheCorruptError(f"{self.folder / name}: no longer indexed")
+            self._shard_meta[name] = tuple(found)
+        return self._shard_meta[name]
+
+    def _sync(self, kind: str) -> None:
+        """Once per process and kind: index the shards of ``kind`` on disk that the index lacks (see
+        :meth:`iso_bench.vectors.index.ShardIndex.sync`)."""
+        if self.index is not None and kind not in self._synced:
+            self._synced.add(kind)
+            self.index.sync(kind)
 
     @contextmanager
     def _encode_lock(self) -> Iterator[None]:
@@ -312,16 +324,15 @@ class EmbeddingStore:
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
-    def _still_missing(self, kinds: Sequence[str], items: list[Item]) -> list[Item]:
-        """The items whose vector of ``kinds[0]`` is still missing after reading the shards of ``kinds``
-        written by other processes; those found there count as reused. Call it holding the lock."""
-        if self.folder is None:
+    def _still_missing(self, kind: str, items: list[Item]) -> list[Item]:
+        """The items whose vector of ``kind`` is still missing: another process may have encoded and
+        indexed some since they were looked up (or written a shard and died before indexing it); those count
+        as reused. Call it holding the lock."""
+        if self.index is None:
             return items
-        for k in kinds:
-            self._table(k)
-            self._refresh(k)
-        table = self._table(kinds[0])
-        left = [item for item in items if item[0] not in table]
+        self.index.sync(kind)  # a shard a killed process wrote without indexing it
+        found = self.index.lookup(kind, [key for key, _, _ in items])
+        left = [item for item in items if item[0] not in found]
         self.stats["reused"] += len(items) - len(left)
         return left
 
@@ -334,47 +345,58 @@ class EmbeddingStore:
         return f"{desc} {(total - remaining) // self.flush_every + 1}/{n_chunks}"
 
     def _write(self, kind: str, keys: list[bytes], arrays: list[np.ndarray]) -> None:
-        """Write one new shard of ``kind`` (nothing for a memory-only store or no vectors). A shard that cannot
-        be written (a full disk) is a warning, said once: its vectors stay in memory and the run goes on."""
-        if self.folder is None or not keys:
+        """Write one new shard of ``kind`` and index it (a memory-only store keeps the vectors in memory).
+        A shard that cannot be written or indexed (a full disk) is a warning, said once: its vectors stay
+        in memory for this process and the run goes on."""
+        if not keys:
             return
-        shard = self.folder / f"{kind}-{uuid.uuid4().hex}.npz"
+        if self.folder is None or self.index is None:
+            self._mem.setdefault(kind, {}).update(zip(keys, arrays, strict=True))
+            return
+        name = f"{kind}-{uuid.uuid4().hex}.npz"
         try:
-            write_shard(shard, keys, arrays)
-        except OSError as exc:  # a full disk: the vectors stay in memory for this run, said once
-            cache_not_written(shard, exc)
-            return
-        self._seen.add(shard.name)
+            info = write_shard(self.folder / name, keys, arrays)
+            self.index.add(kind, name, info)
+        except (OSError, sqlite3.Error) as exc:  # a full disk: the vectors stay in memory for this run
+            cache_not_written(self.folder / name, exc if isinstance(exc, OSError) else OSError(str(exc)))
+            self._mem.setdefault(kind, {}).update(zip(keys, arrays, strict=True))
 
-    def _get(self, kind: str, texts: list[str], spans: list[tuple[int, int]] | None, desc: str,
-             where: tuple[str | None, dict[str, Any]]) -> list[np.ndarray]:
-        context, encode_kwargs = where
-        table = self._table(kind)
-        keys = [text_key(t, spans[i] if spans else None, context) for i, t in enumerate(texts)]
-        missing: dict[bytes, int] = {}
-        for i, k in enumerate(keys):
-            if k not in table and k not in missing:
-                missing[k] = i
-        self.stats["reused"] += len(keys) - len(missing)
-        if missing:
-            items = [(k, texts[i], spans[i] if spans else None) for k, i in missing.items()]
-            self._compute(kind, items, desc, encode_kwargs)
-        return [table[k] for k in keys]
+    def holds(self, kind: str, keys: Sequence[bytes]) -> set[bytes]:
+        """Which of ``keys`` (:func:`text_key`) the store holds vectors of ``kind`` for (in memory or indexed).
 
-    def _compute(self, kind: str, items: list[Item], desc: str, encode_kwargs: dict[str, Any]) -> None:
+        >>> store.holds("sentence", [text_key("a cat", context="query: ")])          # doctest: +SKIP
+        """
+        return self._known(kind, list(keys))
+
+    def held(self, kind: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """The vectors of ``kind`` the store holds for ``keys`` (:func:`text_key`), by key; encodes nothing."""
+        keys = list(keys)
+        out: Any = np.zeros((len(keys), self.backbone.dim), np.float32) if kind != "tokens" else [None] * len(keys)
+        filled = np.zeros(len(keys), dtype=bool)
+        self._fill(kind, keys, out, filled)
+        return {keys[i]: out[i] for i in np.flatnonzero(filled).tolist()}
+
+    def _known(self, kind: str, keys: list[bytes]) -> set[bytes]:
+        """Which of ``keys`` the store already holds for ``kind`` (in memory or indexed)."""
+        mem = self._mem.get(kind, {})
+        known = {k for k in keys if k in mem}
+        if self.index is not None:
+            self._sync(kind)
+            known |= set(self.index.lookup(kind, [k for k in keys if k not in known]))
+        return known
+
+    def _compute(self, kind: str, items: list[Item], desc: str, encode_kwargs: dict[str, Any]
+                 ) -> dict[bytes, np.ndarray]:
         """Encode the missing ``items`` chunk by chunk, every kind of ``self.kinds`` the backbone can make
         in the same pass; each chunk is encoded and written under the namespace lock, after dropping the
-        texts another process has encoded meanwhile."""
-        if kind == "span":
-            self._compute_spans(items, desc, encode_kwargs)
-            return
+        texts another process has encoded meanwhile. Returns the vectors of ``kind`` computed here."""
         able = getattr(self.backbone, "kinds", None)
         extra = [k for k in self.kinds if k != "span" and (able is None or k in able)]
         kinds = tuple(dict.fromkeys((kind, *extra)))
-        pending, total = items, len(items)
+        pending, total, fresh = items, len(items), {}
         while pending:
             with self._encode_lock():
-                pending = self._still_missing(kinds, pending)
+                pending = self._still_missing(kind, pending)
                 if not pending:
                     break
                 label = self._label(desc, total, len(pending))
@@ -385,20 +407,22 @@ class EmbeddingStore:
                 fault_point("encode")
                 keys = [key for key, _, _ in chunk]
                 for k, values in out.items():
-                    table = self._table(k)
-                    fresh = [(key, v) for key, v in zip(keys, values, strict=True) if key not in table]
-                    table.update(fresh)
-                    self._write(k, [a for a, _ in fresh], [b for _, b in fresh])
+                    known = self._known(k, keys) if k != kind else set()
+                    new = [(key, v) for key, v in zip(keys, values, strict=True) if key not in known]
+                    self._write(k, [a for a, _ in new], [b for _, b in new])
+                    if k == kind:
+                        fresh.update(new)
                 self.stats["computed"] += len(chunk)
+        return fresh
 
-    def _compute_spans(self, items: list[Item], desc: str, encode_kwargs: dict[str, Any]) -> None:
+    def _compute_spans(self, kind: str, items: list[Item], desc: str, encode_kwargs: dict[str, Any]
+                       ) -> dict[bytes, np.ndarray]:
         """Encode each distinct text once for all of its missing spans, ``flush_every`` texts per chunk,
-        each chunk under the namespace lock as in :meth:`_compute`."""
-        pending, total = items, len({text for _, text, _ in items})
-        table = self._table("span")
+        each chunk under the namespace lock as in :meth:`_compute`. Returns the span vectors computed."""
+        pending, total, fresh = items, len({text for _, text, _ in items}), {}
         while pending:
             with self._encode_lock():
-                pending = self._still_missing(("span",), pending)
+                pending = self._still_missing("span", pending)
                 if not pending:
                     break
                 by_text: dict[str, list[tuple[bytes, tuple[int, int]]]] = {}
@@ -417,8 +441,9 @@ class EmbeddingStore:
                 keys, rows = [], []
                 for text, matrix in zip(chunk, out["span"], strict=True):
                     for (key, _), row in zip(by_text[text], matrix, strict=True):
-                        table[key] = row
                         keys.append(key)
                         rows.append(row)
                 self._write("span", keys, rows)
+                fresh.update(zip(keys, rows, strict=True))
                 self.stats["computed"] += len(chunk)
+        return fresh

@@ -35,6 +35,7 @@ EPILOG = """examples:
   iso-bench list                                  # methods, suites and tasks
   iso-bench leaderboard results -o leaderboard.md # tables, plots and provenance from a results folder
   iso-bench outliers --model google-bert/bert-base-uncased  # outlier dimensions of every layer
+  iso-bench cache list                            # what the raw-vector cache holds; `cache prune --max-size 20G`
 
 environment: ISO_BENCH_DATA_DIR (data directory), ISO_BENCH_CACHE (raw-vector cache),
 HF_HUB_OFFLINE=1 with HF_HUB_CACHE (models from a local Hugging Face cache)"""
@@ -91,7 +92,24 @@ def build_parser() -> argparse.ArgumentParser:
         func=cmd_list, network=False)
     _add_leaderboard(sub)
     _add_outliers(sub)
+    _add_cache(sub)
     return parser
+
+
+def _add_cache(sub: argparse._SubParsersAction) -> None:
+    cache = sub.add_parser("cache", help="what the raw-vector and fit caches hold, and pruning them",
+                           description="list: per model, revision, extraction and kind, the texts, shards and "
+                           "bytes the cache holds (and its fits). prune: remove shards and fits by model, by age, "
+                           "or the oldest first down to a size; a namespace is pruned under its encode lock, so a "
+                           "run writing there is never disturbed, and what is removed is encoded again when asked for.")
+    cache.set_defaults(func=cmd_cache, network=False)
+    cache.add_argument("action", choices=["list", "prune"], nargs="?", default="list", help="(default: list)")
+    cache.add_argument("--cache-dir", help="the cache folder (env ISO_BENCH_CACHE, default ~/.cache/iso_bench)")
+    cache.add_argument("--model", help="prune: this model's vectors and fits (hub id)")
+    cache.add_argument("--older-than", type=float, metavar="DAYS", help="prune: what was last written DAYS ago or more")
+    cache.add_argument("--max-size", metavar="SIZE", help="prune: the oldest first until the folder holds at most "
+                       "SIZE (e.g. 20G, 500M)")
+    cache.add_argument("--dry-run", action="store_true", help="prune: list what would be removed, remove nothing")
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -120,6 +138,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                      "text file, one text per line")
     run.add_argument("--fit-sample", type=positive_int, metavar="N",
                      help="fit on a seeded sample of N texts of the fit corpus (huge corpora); recorded")
+    run.add_argument("--fit-budget", type=positive_int, metavar="N",
+                     help="texts a fit reads at once (env ISO_BENCH_FIT_BUDGET; default: 100000): a larger fit "
+                     "corpus is read batch by batch by center, abtt and whiten (the same fit) and sampled, "
+                     "seeded and recorded, for the other methods")
     run.add_argument("--seed", type=int, default=0, help="seed of the fitted methods (default: 0)")
     run.add_argument("--seeds", type=int, nargs="+", metavar="S",
                      help="replicates: run each variant with randomness (flow, cluster-pca, a sampled fit corpus) once "
@@ -214,6 +236,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         model=args.model, revision=args.revision, methods=args.methods, tasks=args.tasks,
         results_dir=args.results, data_dir=args.data_dir, cache_dir=args.cache_dir, device=args.device,
         batch_size=args.batch_size, fit_corpus=args.fit_corpus, fit_sample=args.fit_sample, seed=args.seed,
+        fit_budget=args.fit_budget,
         seeds=args.seeds or (), resamples=args.resamples,
         pooling=args.pooling,
         layer=args.layer, overwrite=args.overwrite, threads=args.threads, progress=not args.no_progress,
@@ -269,8 +292,9 @@ def _reproduce_command(args: argparse.Namespace) -> str:
     if args.revision:
         parts += ["--revision", args.revision]
     parts += ["--methods", *args.methods, "--tasks", *args.tasks]
-    defaults = {"--fit-corpus": "task", "--fit-sample": None, "--seed": 0, "--pooling": None, "--layer": None}
-    given = {"--fit-corpus": args.fit_corpus, "--fit-sample": args.fit_sample,
+    defaults = {"--fit-corpus": "task", "--fit-sample": None, "--fit-budget": None, "--seed": 0, "--pooling": None,
+                "--layer": None}
+    given = {"--fit-corpus": args.fit_corpus, "--fit-sample": args.fit_sample, "--fit-budget": args.fit_budget,
              "--seed": None if args.seeds else args.seed, "--pooling": args.pooling, "--layer": args.layer}
     for flag, value in given.items():
         if value is not None and value != defaults[flag]:
@@ -320,6 +344,23 @@ def cmd_outliers(args: argparse.Namespace) -> int:
     for layer in report.layers:
         print(f"layer {layer.layer:>2}: outliers {', '.join(map(str, layer.outliers)) or 'none'}")
     print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    """List or prune the cache folder."""
+    from iso_bench.cache import default_cache_dir
+    from iso_bench.vectors.manage import describe, parse_size, prune
+
+    root = Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
+    if args.action == "list":
+        print(describe(root))
+        return 0
+    gone = prune(root, model=args.model, older_than_days=args.older_than,
+                 max_bytes=None if args.max_size is None else parse_size(args.max_size), dry_run=args.dry_run)
+    for path in gone:
+        print(("would remove " if args.dry_run else "removed ") + str(path))
+    print(f"{len(gone)} files {'would be ' if args.dry_run else ''}removed; now:\n{describe(root)}")
     return 0
 
 

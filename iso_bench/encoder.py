@@ -34,6 +34,20 @@ from iso_bench.methods import Method, MethodError, make_method
 logger = logging.getLogger(__name__)
 
 
+FIT_BUDGET_ENV = "ISO_BENCH_FIT_BUDGET"
+FIT_BUDGET = 100_000
+"""Texts a fit reads at once. A larger fit corpus is read batch by batch by a method that streams (center,
+abtt, whiten: the same fit up to rounding) and sampled, seeded and recorded, for the others (cluster-pca,
+flow, clip). Every STS, WiC and WSD task's corpus is far below it: their fits read their whole corpus."""
+FIT_BATCH = 16_384  # texts per batch of a streaming fit
+
+
+def fit_budget() -> int:
+    """``$ISO_BENCH_FIT_BUDGET`` (``--fit-budget``), else :data:`FIT_BUDGET`."""
+    text = os.environ.get(FIT_BUDGET_ENV)
+    return int(text) if text else FIT_BUDGET
+
+
 def _one_blas_thread(method: Any) -> Any:
     """Run ``method`` (it fits and transforms) with numpy's BLAS on one thread, beside torch's threads
     (:func:`iso_bench.checks.one_blas_thread`)."""
@@ -65,6 +79,8 @@ class _Variant:
         self.fit_seconds = 0.0  # wall time spent in method.fit, for benchmarks (never written to results)
         self.fits_run = 0  # fits computed by this variant
         self.fits_loaded = 0  # fits read from the fit cache
+        self.fit_budget = fit_budget()  # texts a fit reads at once; larger corpora stream, or are sampled
+        self._samples: dict[str, Any] = {}  # corpus key -> its sample within the budget
 
     def _new_method(self, spec: str) -> tuple[Method, str]:
         """Build the method; the run's seed applies unless the spec sets one."""
@@ -126,7 +142,7 @@ class _Variant:
         if not type(self._prototype).fitted:
             self.fit_records.setdefault(task_name or "", {"fit_corpus": None})
             return self._prototype
-        corpus = self.corpus(task_name)
+        corpus = self._within_budget(self.corpus(task_name))
         key = f"{corpus.key}@{level}"
         if key not in self._fitted:
             method = self._new_method(self.method_spec)[0]
@@ -135,16 +151,23 @@ class _Variant:
                 method.device = device
             stored, fit, store_at = self._stored_fit(corpus, level, method)
             if stored is None:
-                X = self._fit_matrix(corpus, level)
-                started = time.perf_counter()
+                started, n_vectors = time.perf_counter(), 0
                 try:
-                    method.fit(X)
+                    if len(corpus.texts) > self.fit_budget:  # a method that streams: batch by batch
+                        for X in self._fit_batches(corpus, level):
+                            method.partial_fit(X)
+                            n_vectors += len(X)
+                        method.finalize()
+                    else:
+                        X = self._fit_matrix(corpus, level)
+                        n_vectors = len(X)
+                        method.fit(X)
                 except MethodError as exc:
-                    where = f"fit corpus {corpus.key}: {corpus.describe()}, {len(X)} {level} vectors"
+                    where = f"fit corpus {corpus.key}: {corpus.describe()}, {n_vectors} {level} vectors"
                     raise MethodError(f"{exc} ({where})") from exc
                 self.fit_seconds += time.perf_counter() - started
                 self.fits_run += 1
-                fit = {"level": level, "n_vectors": int(len(X))}
+                fit = {"level": level, "n_vectors": int(n_vectors)}
                 if store_at is not None:
                     try:
                         save_fit(*store_at, method, fit)
@@ -186,6 +209,30 @@ class _Variant:
             except FitFileError as exc:
                 set_aside(path, exc)
         return None, None, (path, key)
+
+    def _within_budget(self, corpus: Any) -> Any:
+        """The fit corpus a fit reads: ``corpus`` itself when it has at most ``fit_budget`` texts, or when
+        the method streams (its statistics accumulate batch by batch, :meth:`_fit_batches`); else a seeded
+        sample of ``fit_budget`` texts, recorded as ``--fit-sample`` records one."""
+        if len(corpus.texts) <= self.fit_budget or type(self._prototype).streams:
+            return corpus
+        if corpus.key not in self._samples:
+            self._samples[corpus.key] = corpus.sample(self.fit_budget, self.seed, reason="fit budget")
+        return self._samples[corpus.key]
+
+    def _fit_batches(self, corpus: Any, level: str) -> Any:
+        """The raw vectors of a fit corpus, ``FIT_BATCH`` texts at a time (prompt type by prompt type):
+        what a streaming fit reads, so that no fit holds a whole corpus."""
+        for prompt_type, texts in corpus.groups:
+            where = {"task_metadata": corpus.task_metadata, "prompt_type": prompt_type}
+            for i in range(0, len(texts), FIT_BATCH):
+                batch = list(texts[i:i + FIT_BATCH])
+                if level == "sentence":
+                    yield self.store.sentences(batch, desc="fit corpus", **where)
+                else:
+                    toks = [t for t in self.store.tokens(batch, desc="fit corpus", **where) if len(t)]
+                    if toks:
+                        yield np.concatenate(toks, axis=0)
 
     def _fit_matrix(self, corpus: Any, level: str) -> np.ndarray:
         """The raw vectors of a fit corpus, each text encoded with its own prompt type (retrieval: queries

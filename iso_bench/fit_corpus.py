@@ -83,6 +83,17 @@ class FitCorpus:
         return cls(f"file:{resolved}", tuple(lines),
                    {"fit_corpus": "file", "path": str(resolved), "n_lines": len(lines)})
 
+    def sample(self, size: int, seed: int, reason: str | None = None) -> FitCorpus:
+        """A seeded sample of ``size`` texts (in their order), recorded (``sample``, ``sample_seed``,
+        ``n_texts_total`` and, when given, ``sample_reason``); the corpus itself when it has no more."""
+        if len(self.texts) <= size:
+            return self
+        groups, record = _sample([(p, list(ts)) for p, ts in self.groups], size, seed, dict(self.record))
+        if reason:
+            record["sample_reason"] = reason
+        return FitCorpus(f"{self.key}@{size}", tuple(t for _, ts in groups for t in ts), record,
+                         tuple((p, tuple(ts)) for p, ts in groups), self.task_metadata)
+
     def describe(self) -> str:
         """``"450 texts"``, or for a file with repeated lines ``"200000 lines, 1 distinct texts"``."""
         n_lines = self.record.get("n_lines")

@@ -9,6 +9,7 @@ import pytest
 
 import iso_bench.cache as cache_mod
 from iso_bench.cache import CacheCorruptError, EmbeddingStore, read_shard, text_key, write_shard
+from iso_bench.vectors.shards import locate
 
 
 class CountingBackbone:
@@ -72,7 +73,7 @@ def test_damaged_shard_is_detected_set_aside_and_recomputed(tmp_path, caplog) ->
     EmbeddingStore(CountingBackbone(), tmp_path, progress=False).sentences(["one", "two"])
     (shard,) = list(tmp_path.rglob("sentence-*.npz"))
     raw = bytearray(shard.read_bytes())
-    raw[-200] ^= 0xFF  # flip bits inside the stored data
+    raw[locate(shard)[0] + 5] ^= 0xFF  # flip bits inside the stored vectors
     shard.write_bytes(bytes(raw))
     with pytest.raises(CacheCorruptError):
         read_shard(shard)
@@ -163,7 +164,7 @@ def test_a_backbone_without_prompts_ignores_task_and_prompt_type() -> None:
     store = EmbeddingStore(bb, None, progress=False)
     X = store.sentences(["ab"], task_metadata="a task", prompt_type="query")
     np.testing.assert_array_equal(store.sentences(["ab"]), X)
-    assert bb.encoded == ["ab"] and list(store._table("sentence")) == [text_key("ab")]
+    assert bb.encoded == ["ab"] and list(store._mem["sentence"]) == [text_key("ab")]
 
 
 def test_a_repeated_request_is_served_whole_read_only_and_tells_texts_apart() -> None:

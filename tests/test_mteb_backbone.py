@@ -197,7 +197,7 @@ def test_prompted_raw_variant_equals_mteb_on_stsbenchmark(prompted, hub_mirror, 
     assert abs(got - UNPROMPTED_STSB) > 5e-4  # the prompt changed the score: this test can fail
     # the cache holds the "query: " versions of the texts, under keys that include the prompt
     text = get_task("STSBenchmark", hub_mirror).dataset["test"]["sentence1"][0]
-    table = variant.store._table("sentence")
+    table = variant.store.held("sentence", [text_key(text, context="query: "), text_key(text)])
     assert text_key(text, context="query: ") in table and text_key(text) not in table
 
 
@@ -239,7 +239,8 @@ def test_prompted_raw_variant_equals_mteb_on_a_small_retrieval_task(prompted, hu
     # queries were encoded with "query: ", documents with "passage: ", each once and under its own key
     queries = list(_retrieval_texts(small["queries"], PromptType.query))
     documents = list(_retrieval_texts(small["corpus"], PromptType.document))
-    table = variant.store._table("sentence")
+    table = variant.store.held("sentence", [text_key(t, context=c) for t in queries + documents
+                                            for c in ("query: ", "passage: ", None)])
     assert all(text_key(q, context="query: ") in table for q in queries)
     assert all(text_key(d, context="passage: ") in table for d in documents)
     assert not any(text_key(t) in table for t in queries + documents)

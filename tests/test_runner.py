@@ -72,7 +72,9 @@ def test_a_sampled_fit_corpus_puts_the_seed_in_the_setup(monkeypatch: pytest.Mon
     assert setup_kwargs("raw", seed=3, fit_sample=50) == {}
 
 
-def test_a_store_kept_between_runs_is_dropped_when_its_shards_are_gone(tmp_path) -> None:
+def test_a_store_kept_between_runs_recomputes_what_was_removed_and_is_dropped_with_its_folder(tmp_path) -> None:
+    import shutil
+
     import numpy as np
 
     from iso_bench.cache import EmbeddingStore
@@ -82,7 +84,9 @@ def test_a_store_kept_between_runs_is_dropped_when_its_shards_are_gone(tmp_path)
     store.sentences(["cat dog", "dog"])
     assert store.intact()
     (shard,) = store.folder.glob("sentence-*.npz")
-    shard.unlink()  # the cache folder cleared between two runs of one process
+    shard.unlink()  # a shard removed between two runs of one process: its texts are encoded again
+    assert np.array_equal(store.sentences(["dog"]), [[0.0, 1.0]]) and store.stats["computed"] == 3
+    shutil.rmtree(tmp_path / "cache")  # the cache folder cleared: the store is not reused
     assert not store.intact()
     fresh = EmbeddingStore(KeywordBackbone(["cat", "dog"]), tmp_path / "cache", progress=False)
     assert np.array_equal(fresh.sentences(["dog"]), [[0.0, 1.0]]) and fresh.stats["computed"] == 1

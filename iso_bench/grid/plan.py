@@ -37,6 +37,7 @@ class RunConfig:
     batch_size: int = 32
     fit_corpus: str = "task"  # "task", "train" or a text file
     fit_sample: int | None = None  # fit on a seeded sample of this many texts (huge corpora)
+    fit_budget: int | None = None  # texts a fit reads at once (None: $ISO_BENCH_FIT_BUDGET or 100,000)
     seed: int = 0
     seeds: Sequence[int] = ()  # replicates: each seed once, for the variants with randomness (default: (seed,))
     pooling: str | None = None

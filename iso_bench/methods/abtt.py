@@ -7,6 +7,8 @@ common, non-semantic information (frequency, position). The paper's rule of thum
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from iso_bench.linalg import fix_signs
@@ -52,6 +54,7 @@ class Abtt(Method):
     name = "abtt"
     order = 30
     spec_args = ("n_components",)
+    streams, scatter = True, True
 
     def __init__(self, *, n_components: int | None = None) -> None:
         self.n_components = n_components
@@ -94,6 +97,15 @@ class Abtt(Method):
         self.components_ = _top_directions(X - self.mean_, k)
         self.n_components_ = k
         return self
+
+    def _from_moments(self, moments: Any) -> None:
+        """The top directions from the accumulated scatter matrix (its eigenvectors, as :func:`_top_directions`
+        takes them when there are at least as many vectors as dimensions)."""
+        d = len(moments.mean)
+        k = self._resolved(d)
+        _, vecs = np.linalg.eigh(moments.scatter)
+        self.dim_, self.mean_, self.n_components_ = d, moments.mean.copy(), k
+        self.components_ = fix_signs(vecs[:, ::-1][:, :k].T)
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """The post-processed vectors, float64, shape ``(n, dim)``."""

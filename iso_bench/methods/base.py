@@ -48,6 +48,8 @@ class Method:
     spec_args: ClassVar[tuple[str, ...]] = ()
     default_level: ClassVar[str] = "sentence"
     fitted: ClassVar[bool] = True
+    streams: ClassVar[bool] = False  # learns from moments that accumulate batch by batch (partial_fit)
+    scatter: ClassVar[bool] = False  # ... the scatter matrix among them, not only the mean
 
     # ---- parameters -------------------------------------------------------------------------------
     @classmethod
@@ -115,6 +117,11 @@ class Method:
         X = self._check_input(X, fitting=True)
         n, dim = X.shape
         self.check(dim)
+        self._moments = None  # fit starts over: what partial_fit accumulated is dropped
+        self._refuse_too_few(n, dim)
+        return X
+
+    def _refuse_too_few(self, n: int, dim: int) -> None:
         need = self.min_vectors(dim)
         if n < need:
             why, fewer = self._shortfall(n, dim)
@@ -122,7 +129,47 @@ class Method:
                 f"{n} fit vectors are too few: it needs at least {need} {dim}-d vectors ({why}); "
                 f"use a larger fit corpus (--fit-corpus){fewer}"
             )
-        return X
+
+    # ---- fitting batch by batch (scikit-learn's partial_fit) ------------------------------------------
+    def partial_fit(self, X: np.ndarray) -> Method:
+        """Accumulate the fit statistics of a batch of vectors (``streams`` methods: float64 moments merged
+        exactly, :class:`iso_bench.linalg.Moments`); the learned state is computed from them on first use
+        (``transform``, or :meth:`finalize`), and equals that of ``fit`` on every batch at once up to
+        rounding. ``fit`` starts over. A method that needs all its vectors at once refuses.
+
+        >>> from iso_bench.methods.center import Center
+        >>> m = Center().partial_fit(np.array([[0.0], [2.0]])).partial_fit(np.array([[4.0]]))
+        >>> m.transform(np.array([[2.0]])).tolist(), m.finalize().mean_.tolist()
+        ([[0.0]], [2.0])
+        """
+        from iso_bench.linalg import Moments
+
+        if not self.streams:
+            self._refuse("fits on all of its vectors at once, not batch by batch; fit it on the whole fit "
+                         "corpus, or a sample of it (--fit-sample)")
+        X = self._check_input(X, fitting=True)
+        moments = getattr(self, "_moments", None)
+        if moments is None:
+            self.check(X.shape[1])
+            moments = self._moments = Moments(scatter=self.scatter)
+        elif X.shape[1] != len(moments.mean):
+            self._refuse(f"a batch of {X.shape[1]}-d vectors after batches of {len(moments.mean)}-d vectors")
+        moments.update(X)
+        for key in [k for k in vars(self) if k.endswith("_") and not k.startswith("_")]:
+            delattr(self, key)  # out of date: computed again on first use
+        return self
+
+    def finalize(self) -> Method:
+        """Compute the learned state from what :meth:`partial_fit` accumulated, if it is not computed yet
+        (refusing too few vectors as ``fit`` does); nothing after ``fit``. Returns the method."""
+        moments = getattr(self, "_moments", None)
+        if moments is not None and moments.n and not self.is_fitted():
+            self._refuse_too_few(moments.n, len(moments.mean))
+            self._from_moments(moments)
+        return self
+
+    def _from_moments(self, moments: Any) -> None:  # pragma: no cover - every streaming method defines it
+        raise NotImplementedError
 
     # ---- fitting ----------------------------------------------------------------------------------
     def fit(self, X: np.ndarray) -> Method:  # pragma: no cover - abstract
@@ -158,6 +205,7 @@ class Method:
         return not self.fitted or any(k.endswith("_") and not k.startswith("_") for k in vars(self))
 
     def _check_fitted(self) -> None:
+        self.finalize()
         if not self.is_fitted():
             raise NotFittedError(
                 f"method {self.spec!r} is not fitted: call fit(X) on a fit corpus before transform(X)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from iso_bench.methods.base import Method, register
@@ -23,6 +25,7 @@ class Center(Method):
 
     name = "center"
     order = 10
+    streams = True
 
     def __init__(self) -> None:
         pass
@@ -39,6 +42,9 @@ class Center(Method):
         self.dim_ = X.shape[1]
         self.mean_ = X.mean(axis=0)
         return self
+
+    def _from_moments(self, moments: Any) -> None:
+        self.dim_, self.mean_ = len(moments.mean), moments.mean.copy()
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """``X - mean_`` as float64, shape ``(n, dim)``."""

@@ -8,6 +8,7 @@ as ``np.cov`` in the authors' code), eigenvalues in decreasing order. ``whiten-2
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,7 @@ class Whiten(Method):
     name = "whiten"
     order = 40
     spec_args = ("n_components",)
+    streams, scatter = True, True
 
     def __init__(self, *, n_components: int | None = None, eps: float = 0.0) -> None:
         self.n_components = n_components
@@ -95,10 +97,18 @@ class Whiten(Method):
     def fit(self, X: np.ndarray) -> Whiten:
         X = self._check_fit_input(X)
         n, d = X.shape
-        k = self._kept(d)
         mean = X.mean(axis=0)
         Xc = X - mean
-        cov = (Xc.T @ Xc) / (n - 1)
+        self._whiten(mean, (Xc.T @ Xc) / (n - 1))
+        return self
+
+    def _from_moments(self, moments: Any) -> None:
+        self._whiten(moments.mean.copy(), moments.scatter / (moments.n - 1))
+
+    def _whiten(self, mean: np.ndarray, cov: np.ndarray) -> None:
+        """The learned state from the fit vectors' mean and covariance (ddof=1)."""
+        d = len(mean)
+        k = self._kept(d)
         vals, vecs = np.linalg.eigh(cov)
         # reproducible signs: the largest-magnitude entry of each eigenvector (a column) is positive
         vals, vecs = np.clip(vals[::-1], 0.0, None), fix_signs(vecs[:, ::-1], axis=1)
@@ -123,7 +133,6 @@ class Whiten(Method):
         self.W_ = vecs[:, :k] / np.sqrt(kept)
         self.n_components_ = k
         self.dropped_ = d - k if self.n_components is None else 0
-        return self
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """``(X - mean_) @ W_`` as float64, shape ``(n, n_components_)``."""

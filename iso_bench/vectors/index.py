@@ -1,0 +1,222 @@
+"""The index of a raw-vector namespace: from a text's 32-byte key to the shard and rows that hold its vector,
+in ``<namespace>/index.sqlite`` (the standard library's SQLite: transactional, shared by processes).
+
+A shard is written whole first, then indexed in one transaction: a process killed between the two leaves a
+shard the index does not know, which :meth:`ShardIndex.sync` finds on the next run, verifies whole (its
+SHA-256) and indexes; so does a cache written before the index existed. An entry whose shard is gone is
+dropped; a damaged shard is set aside and its entries dropped (:meth:`ShardIndex.drop`), so its texts are
+encoded again. An unreadable index file is set aside and rebuilt from the shards. Nothing is trusted
+without a check: every entry carries the CRC-32 of its rows, checked when they are read.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> from iso_bench.vectors.shards import write_shard
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> index = ShardIndex(folder)
+    >>> info = write_shard(folder / "sentence-a.npz", [b"k" * 32], [np.ones(4, np.float32)])
+    >>> index.add("sentence", "sentence-a.npz", info)
+    >>> index.lookup("sentence", [b"k" * 32, b"x" * 32])[b"k" * 32][:3]
+    ('sentence-a.npz', 0, 1)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from iso_bench.vectors.shards import CacheCorruptError, ShardInfo, index_shard
+
+logger = logging.getLogger(__name__)
+
+INDEX_NAME = "index.sqlite"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS shards (name TEXT PRIMARY KEY, kind TEXT NOT NULL, data_offset INTEGER NOT NULL,
+                                   rows INTEGER NOT NULL, dim INTEGER NOT NULL, ndim INTEGER NOT NULL,
+                                   bytes INTEGER NOT NULL, entries INTEGER NOT NULL, written REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (kind TEXT NOT NULL, key BLOB NOT NULL, shard TEXT NOT NULL,
+                                    start INTEGER NOT NULL, stop INTEGER NOT NULL, crc INTEGER NOT NULL,
+                                    PRIMARY KEY (kind, key)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entries_by_shard ON entries (shard);
+"""
+_BATCH = 50_000  # keys looked up per query
+
+
+class ShardIndex:
+    """The index of one namespace folder (see the module). Opened lazily per process; every method is safe
+    to call from several processes at once (SQLite's own locks; the store's writes also hold the namespace's
+    encode lock)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / INDEX_NAME
+        self._local = threading.local()
+        self._seen: dict[str, set[str]] = {}  # per kind: names of shards this process knows are indexed
+
+    # ---- the connection ----------------------------------------------------------------------------
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection (SQLite's are not shared between threads, nor across a fork)."""
+        held = getattr(self._local, "db", None)
+        if held is None or held[0] != os.getpid():
+            self._local.db = held = (os.getpid(), self._open())
+        return held[1]
+
+    def _open(self) -> sqlite3.Connection:
+        for attempt in (1, 2):
+            db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
+            try:
+                db.executescript(_SCHEMA)
+                db.execute("SELECT count(*) FROM shards").fetchone()
+                return db
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                if attempt == 2:
+                    raise
+                bad = self.path.with_name(INDEX_NAME + ".bad")
+                logger.warning("unreadable cache index %s (%s): set aside as %s and rebuilt from the shards",
+                               self.path, exc, bad.name)
+                self.path.replace(bad)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        held = getattr(self._local, "db", None)
+        if held is not None and held[0] == os.getpid():
+            held[1].close()
+        self._local.db = None
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    # ---- writing -----------------------------------------------------------------------------------
+    def add(self, kind: str, name: str, info: ShardInfo, written: float | None = None) -> None:
+        """Index a shard written whole (one transaction): its entries, each key once (a key already indexed
+        in another shard keeps that one)."""
+        import time
+
+        size = (self.folder / name).stat().st_size if (self.folder / name).exists() else 0
+        starts, stops = info.offsets[:-1].tolist(), info.offsets[1:].tolist()
+        self._seen.setdefault(kind, set()).add(name)
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (name, kind, info.data_offset, info.rows, info.dim, info.ndim, size, len(info.keys),
+                        time.time() if written is None else written))
+            db.executemany("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?)",
+                           zip([kind] * len(info.keys), info.keys, [name] * len(info.keys), starts, stops,
+                               info.crcs, strict=True))
+
+    def drop(self, names: Sequence[str]) -> None:
+        """Forget shards (gone, damaged or pruned) and their entries."""
+        for seen in self._seen.values():
+            seen.difference_update(names)
+        with self._transaction() as db:
+            for name in names:
+                db.execute("DELETE FROM entries WHERE shard = ?", (name,))
+                db.execute("DELETE FROM shards WHERE name = ?", (name,))
+
+    def sync(self, kind: str) -> list[Path]:
+        """Make the index agree with the shard files of ``kind`` on disk: a shard it does not know (written by a
+        process killed before indexing it, or by an older iso-bench) is verified whole and indexed; a damaged
+        one is set aside as ``.npz.bad``; the entries of a shard that is gone are dropped. Returns the shards
+        set aside. Cost: a listing of the folder; the index is asked only about names this process has not
+        seen indexed, and each new shard is read once."""
+        on_disk = {p.name for p in self.folder.glob(f"{kind}-*.npz")}
+        seen = self._seen.setdefault(kind, set())
+        if not seen:  # the first look of this process: what the index holds, and what of it is gone
+            seen |= {name for (name,) in self.db.execute("SELECT name FROM shards WHERE kind = ?", (kind,))}
+            if seen - on_disk:
+                self.drop(sorted(seen - on_disk))
+                seen &= on_disk
+        new = sorted(on_disk - seen)
+        if new:  # indexed by another process meanwhile, or never indexed
+            marks = ",".join("?" * len(new))
+            seen |= {name for (name,) in self.db.execute(f"SELECT name FROM shards WHERE name IN ({marks})", new)}
+        bad = []
+        for name in sorted(on_disk - seen):
+            path = self.folder / name
+            try:
+                info = index_shard(path)
+            except CacheCorruptError as exc:
+                if path.exists():
+                    bad.append(set_aside(path, exc))
+                continue
+            self.add(kind, name, info, written=path.stat().st_mtime)
+        return [p for p in bad if p is not None]
+
+    # ---- reading -----------------------------------------------------------------------------------
+    def lookup(self, kind: str, keys: Sequence[bytes]) -> dict[bytes, tuple[str, int, int, int]]:
+        """``{key: (shard, start, stop, crc)}`` of the ``keys`` the index holds (the others are left out)."""
+        out: dict[bytes, tuple[str, int, int, int]] = {}
+        for i in range(0, len(keys), _BATCH):
+            batch = keys[i:i + _BATCH]
+            with self._transaction(immediate=False) as db:  # a temporary table: no lock on the index
+                db.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (key BLOB PRIMARY KEY) WITHOUT ROWID")
+                db.execute("DELETE FROM wanted")
+                db.executemany("INSERT OR IGNORE INTO wanted VALUES (?)", ((k,) for k in batch))
+                rows = db.execute("SELECT e.key, e.shard, e.start, e.stop, e.crc FROM wanted w JOIN entries e "
+                                  "ON e.kind = ? AND e.key = w.key", (kind,)).fetchall()
+            out.update((key, (shard, start, stop, crc)) for key, shard, start, stop, crc in rows)
+        return out
+
+    def shard(self, name: str) -> tuple[int, int, int, int] | None:
+        """``(data_offset, rows, dim, ndim)`` of an indexed shard; None when it is not indexed."""
+        return self.db.execute("SELECT data_offset, rows, dim, ndim FROM shards WHERE name = ?", (name,)).fetchone()
+
+    def summary(self) -> list[tuple[str, int, int, int, float]]:
+        """Per kind: ``(kind, shards, entries, bytes, newest write time)``."""
+        return self.db.execute("SELECT kind, count(*), sum(entries), sum(bytes), max(written) FROM shards "
+                               "GROUP BY kind ORDER BY kind").fetchall()
+
+    def shards(self) -> list[tuple[str, str, int, float]]:
+        """Every indexed shard: ``(name, kind, bytes, written)``, oldest first."""
+        return self.db.execute("SELECT name, kind, bytes, written FROM shards ORDER BY written, name").fetchall()
+
+    # ---- internals ---------------------------------------------------------------------------------
+    def _transaction(self, immediate: bool = True) -> _Transaction:
+        return _Transaction(self.db, immediate)
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on an error): one writer at a time, all or nothing;
+    ``immediate=False``: a plain ``BEGIN``, for work on this connection's temporary tables."""
+
+    def __init__(self, db: sqlite3.Connection, immediate: bool = True) -> None:
+        self.db, self.immediate = db, immediate
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE" if self.immediate else "BEGIN")
+        return self.db
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
+
+
+def set_aside(path: Path, problem: Exception) -> Path | None:
+    """Report a damaged shard and rename it ``<name>.npz.bad``; None when another process already did."""
+    logger.warning("damaged cache shard ignored and set aside, its vectors will be recomputed: %s", problem)
+    target = path.with_suffix(".npz.bad")
+    try:
+        path.replace(target)
+    except FileNotFoundError:
+        return None
+    return target
+
+
+def group_by_shard(found: dict[bytes, tuple[str, int, int, int]], keys: Sequence[bytes]
+                   ) -> Iterator[tuple[str, np.ndarray, np.ndarray, np.ndarray, list[int]]]:
+    """For each shard among ``found``: ``(shard, positions in keys, starts, stops, crcs)`` of the ``keys``
+    it holds (a key asked for twice appears at both of its positions)."""
+    by_shard: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        hit = found.get(key)
+        if hit is not None:
+            by_shard.setdefault(hit[0], []).append(i)
+    for name, positions in by_shard.items():
+        hits = [found[keys[i]] for i in positions]
+        yield (name, np.array(positions, dtype=np.int64), np.array([h[1] for h in hits], dtype=np.int64),
+               np.array([h[2] for h in hits], dtype=np.int64), [h[3] for h in hits])

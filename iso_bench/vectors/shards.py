@@ -1,0 +1,193 @@
+"""Shard files of the raw-vector store: ``<kind>-<id>.npz``, an uncompressed zip of ``.npy`` members (what
+``np.savez`` writes), written whole or not at all and checked on read.
+
+Members: ``keys`` (n, 32) uint8, ``offsets`` (n + 1,) int64 (entry ``i`` is rows ``offsets[i]:offsets[i+1]``
+of ``data``), ``data`` (rows, dim) float32, ``ndim`` (1,) (1: one row per entry, a sentence or span vector;
+2: a block of rows, a text's token vectors) and ``digest``, the SHA-256 of the first three. Because the zip
+stores its members uncompressed, ``data`` lies at a fixed offset of the file (:func:`locate`): the store
+reads the rows it needs in place (a memory map), never the whole shard, and checks each entry against the
+CRC-32 of its rows recorded in the index (:func:`entry_crcs`) when the shard was written or first indexed.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "sentence-x.npz"
+    >>> info = write_shard(p, [bytes(32)], [np.ones(4, np.float32)])
+    >>> info.rows, info.dim, info.ndim, read_rows(p, info, np.array([0]), np.array([1]))[0].tolist()
+    (1, 4, 1, [[1.0, 1.0, 1.0, 1.0]])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from iso_bench.faults import fault_point
+from iso_bench.files import replacing
+from iso_bench.registry import IsoBenchError
+
+
+class CacheCorruptError(IsoBenchError, RuntimeError):
+    """A shard failed its checksum or could not be parsed."""
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """Where a shard's entries are: ``keys`` (32 bytes each), ``offsets`` into its ``rows`` of ``dim``
+    float32 values that start at byte ``data_offset`` of the file, each entry's CRC-32 (``crcs``), and
+    ``ndim`` (1: an entry is one vector; 2: a block of rows)."""
+
+    keys: list[bytes]
+    offsets: np.ndarray
+    crcs: list[int]
+    data_offset: int
+    rows: int
+    dim: int
+    ndim: int
+
+
+def _digest(keys: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    h = hashlib.sha256()
+    for arr in (keys, offsets, data):
+        h.update(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))  # the bytes in place, not a copy
+    return np.frombuffer(h.digest(), dtype=np.uint8)
+
+
+def entry_crcs(data: np.ndarray, offsets: np.ndarray) -> list[int]:
+    """The CRC-32 of each entry's float32 rows (the check made when the entry is read in place)."""
+    view = np.ascontiguousarray(data, dtype=np.float32)
+    return [zlib.crc32(view[a:b]) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+
+
+def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray]) -> ShardInfo:
+    """Write vectors (each ``(dim,)`` or ``(n_i, dim)``) atomically with a checksum; returns where they are.
+
+    The file is what ``np.savez`` writes (an uncompressed zip of ``.npy`` members), streamed into its
+    temporary file member by member: no second copy of a shard that may be 100s of MB is made in memory."""
+    dim = arrays[0].shape[-1]
+    rows = [np.asarray(a, dtype=np.float32).reshape(-1, dim) for a in arrays]
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(r) for r in rows])
+    data = np.concatenate(rows, axis=0) if rows else np.zeros((0, dim), np.float32)
+    key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)
+    members = {"keys": key_arr, "offsets": offsets, "data": data, "ndim": np.array([arrays[0].ndim], dtype=np.int64),
+               "digest": _digest(key_arr, offsets, data)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(path) as tmp:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+            for name, array in members.items():
+                with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, array, allow_pickle=False)
+                if name == "data":  # the vectors are in the temporary file, its checksum and directory are not
+                    archive.fp.flush()
+                    fault_point("shard-write")
+        data_offset = locate(tmp)[0]
+    return ShardInfo(list(keys), offsets, entry_crcs(data, offsets), data_offset, len(data), dim,
+                     int(arrays[0].ndim))
+
+
+def locate(path: Path) -> tuple[int, tuple[int, ...]]:
+    """``(byte offset, shape)`` of the ``data`` member's float32 array in a shard file: the start of its
+    ``.npy`` payload inside the (uncompressed) zip. Raises :class:`CacheCorruptError` when the file is not
+    such a shard."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo("data.npy")
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise ValueError("data.npy is compressed")
+        with open(path, "rb") as f:
+            f.seek(info.header_offset)
+            header = f.read(30)
+            if header[:4] != b"PK\x03\x04":
+                raise ValueError("no local file header")
+            name_len, extra_len = struct.unpack("<HH", header[26:30])
+            f.seek(info.header_offset + 30 + name_len + extra_len)
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(f)
+            if dtype != np.float32 or fortran or len(shape) != 2:
+                raise ValueError(f"data.npy is {dtype} {shape}")
+            return f.tell(), shape
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, struct.error) as exc:
+        raise CacheCorruptError(f"{path}: unreadable ({exc})") from exc
+
+
+def read_shard(path: Path) -> dict[bytes, np.ndarray]:
+    """Read a whole shard and verify its SHA-256; raises :class:`CacheCorruptError` when it is damaged."""
+    keys, offsets, data, ndim = _read_verified(path)
+    one = ndim == 1
+    out = {}
+    for i in range(len(keys)):
+        block = data[offsets[i] : offsets[i + 1]]
+        out[keys[i].tobytes()] = block[0] if one else block
+    return out
+
+
+def index_shard(path: Path) -> ShardInfo:
+    """What the index records of a shard found on disk (an older cache's, or one whose writer died before
+    indexing it): read whole and verified once, never trusted blindly."""
+    keys, offsets, data, ndim = _read_verified(path)
+    data_offset, shape = locate(path)
+    if tuple(shape) != data.shape:
+        raise CacheCorruptError(f"{path}: inconsistent data member")
+    return ShardInfo([k.tobytes() for k in keys], offsets, entry_crcs(data, offsets), data_offset, len(data),
+                     data.shape[1], ndim)
+
+
+def _read_verified(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys, offsets, data, ndim, digest = (z[k] for k in ("keys", "offsets", "data", "ndim", "digest"))
+    except Exception as exc:  # noqa: BLE001 - any parse failure means a damaged file
+        raise CacheCorruptError(f"{path}: unreadable ({exc})") from exc
+    if not np.array_equal(_digest(keys, offsets, data), digest):
+        raise CacheCorruptError(f"{path}: checksum mismatch")
+    if len(offsets) != len(keys) + 1 or offsets[-1] != len(data):
+        raise CacheCorruptError(f"{path}: inconsistent offsets")
+    return keys, offsets, data, int(ndim[0])
+
+
+def read_rows(path: Path, info: ShardInfo | tuple[int, int, int], starts: np.ndarray, stops: np.ndarray,
+              crcs: list[int] | None = None) -> list[np.ndarray]:
+    """The rows ``starts[i]:stops[i]`` of a shard's data, read in place (a memory map: only those pages are
+    read), each checked against ``crcs[i]`` when given. ``info``: the shard's :class:`ShardInfo`, or its
+    ``(data_offset, rows, dim)``. Raises :class:`CacheCorruptError` when the file is shorter than recorded
+    or an entry's CRC differs (the shard was damaged after it was indexed)."""
+    offset, rows, dim = (info.data_offset, info.rows, info.dim) if isinstance(info, ShardInfo) else info
+    try:
+        data = np.memmap(path, dtype=np.float32, mode="r", offset=offset, shape=(rows, dim))
+    except (OSError, ValueError) as exc:  # a file cut short: mmap length beyond its end
+        raise CacheCorruptError(f"{path}: unreadable ({exc})") from exc
+    try:
+        out = [np.array(data[a:b]) for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
+    finally:
+        del data
+    if crcs is not None:
+        for block, crc in zip(out, crcs, strict=True):
+            if zlib.crc32(block) != crc:
+                raise CacheCorruptError(f"{path}: checksum mismatch of an entry")
+    return out
+
+
+def read_vectors(path: Path, info: tuple[int, int, int], rows: np.ndarray, crcs: list[int] | None = None
+                 ) -> np.ndarray:
+    """The single-row entries at ``rows`` of a shard's data as one ``(len(rows), dim)`` matrix, read in place
+    and checked against ``crcs`` as :func:`read_rows` does: no per-entry array for a large request."""
+    offset, n_rows, dim = info
+    try:
+        data = np.memmap(path, dtype=np.float32, mode="r", offset=offset, shape=(n_rows, dim))
+    except (OSError, ValueError) as exc:
+        raise CacheCorruptError(f"{path}: unreadable ({exc})") from exc
+    try:
+        out = np.asarray(data[np.asarray(rows, dtype=np.int64)])
+    finally:
+        del data
+    if crcs is not None and any(zlib.crc32(row) != crc for row, crc in zip(out, crcs, strict=True)):
+        raise CacheCorruptError(f"{path}: checksum mismatch of an entry")
+    return out

@@ -1,0 +1,101 @@
+"""Fits that stream: center, abtt and whiten accumulate float64 moments batch by batch (``partial_fit``) and
+learn what ``fit`` on all the vectors at once learns, within 1e-10 relative; a fit corpus above the fit
+budget is read batch by batch by those, and sampled (seeded, recorded) for the others."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iso_bench.methods import MethodError, make_method
+
+STREAMING = ["center", "abtt", "abtt-3", "whiten", "whiten-5"]
+
+
+def anisotropic(n: int, d: int = 12, seed: int = 0) -> np.ndarray:
+    """Vectors in a narrow cone far from the origin, with two outlier dimensions (what encoders give)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) @ np.diag(np.linspace(0.2, 3.0, d)) + 40.0
+    X[:, 2] += 300.0
+    X[:, 7] -= 120.0
+    return X
+
+
+def _relative(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+@pytest.mark.parametrize("spec", STREAMING)
+def test_partial_fit_learns_what_fit_learns(spec: str) -> None:
+    X, probe = anisotropic(5000), anisotropic(50, seed=1)
+    whole = make_method(spec)[0].fit(X)
+    streamed = make_method(spec)[0]
+    for a, b in [(0, 1), (1, 700), (700, 701), (701, 3333), (3333, 5000)]:  # uneven batches, one of one vector
+        streamed.partial_fit(X[a:b])
+    assert _relative(streamed.transform(probe), whole.transform(probe)) < 1e-10
+    assert _relative(streamed.mean_, whole.mean_) < 1e-10
+    if hasattr(whole, "eigenvalues_"):
+        assert _relative(streamed.eigenvalues_, whole.eigenvalues_) < 1e-10
+
+
+def test_fit_starts_over_and_partial_fit_goes_on() -> None:
+    X, Y = anisotropic(300), anisotropic(300, seed=5)
+    method = make_method("whiten")[0].partial_fit(Y)
+    method.fit(X)
+    fresh = make_method("whiten")[0].fit(X)
+    np.testing.assert_array_equal(method.W_, fresh.W_)  # fit dropped what partial_fit had seen
+    both = make_method("whiten")[0].partial_fit(X).partial_fit(Y)
+    assert _relative(both.transform(X), make_method("whiten")[0].fit(np.vstack([X, Y])).transform(X)) < 1e-10
+
+
+def test_too_few_streamed_vectors_are_refused_as_fit_refuses_them() -> None:
+    method = make_method("whiten")[0].partial_fit(anisotropic(5))
+    with pytest.raises(MethodError, match="5 fit vectors are too few: it needs at least 13"):
+        method.transform(anisotropic(2))
+
+
+@pytest.mark.parametrize("spec", ["cluster-pca", "flow", "clip"])
+def test_a_method_that_needs_all_its_vectors_refuses_to_stream(spec: str) -> None:
+    with pytest.raises(MethodError, match="not batch by batch"):
+        make_method(spec)[0].partial_fit(anisotropic(100))
+
+
+def _variant(spec: str, texts: list[str], budget: int, tmp_path, monkeypatch):
+    from iso_bench.cache import EmbeddingStore
+    from iso_bench.encoder import VariantEncoder
+    from tests.conftest import KeywordBackbone
+
+    monkeypatch.setenv("ISO_BENCH_FIT_BUDGET", str(budget))
+    monkeypatch.setattr("iso_bench.encoder.FIT_BATCH", 7)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    vocab = sorted({w for t in texts for w in t.split()})
+    store = EmbeddingStore(KeywordBackbone(vocab), None, progress=False)
+    return VariantEncoder(store, spec, corpus=str(corpus), seed=3), store
+
+
+def _texts(n: int) -> list[str]:
+    words = "cat dog sat mat bank river money guitar piano".split()
+    rng = np.random.default_rng(0)
+    return [" ".join(rng.choice(words, size=4)) + f" t{i % 50}" for i in range(n)]
+
+
+def test_a_corpus_over_the_budget_streams_into_the_same_fit(tmp_path, monkeypatch) -> None:
+    texts = _texts(60)
+    streamed, store = _variant("whiten-eps=0.1", texts, 20, tmp_path, monkeypatch)
+    method = streamed.fitted_method(None)
+    record = streamed.fit_records[streamed.corpus(None).key]
+    assert record["fits"][0]["n_vectors"] == 60 and "sample" not in record  # every text, batch by batch
+    whole = make_method("whiten-eps=0.1")[0].fit(store.sentences(texts))
+    probe = store.sentences(texts[:5])
+    assert _relative(method.transform(probe), whole.transform(probe)) < 1e-10
+
+
+def test_a_corpus_over_the_budget_is_sampled_for_a_method_that_does_not_stream(tmp_path, monkeypatch) -> None:
+    texts = _texts(60)
+    variant, _ = _variant("cluster-pca-2-1", texts, 20, tmp_path, monkeypatch)
+    variant.fitted_method(None)
+    (record,) = [r for k, r in variant.fit_records.items() if k.endswith("@20")]
+    assert record["sample"] == 20 and record["sample_seed"] == 3 and record["n_texts_total"] == 60
+    assert record["sample_reason"] == "fit budget" and record["n_texts"] == 20
+    assert record["fits"][0]["level"] == "token" and record["fits"][0]["n_vectors"] == 100  # 20 texts of 5 words
