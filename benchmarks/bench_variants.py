@@ -12,12 +12,18 @@ bootstrap intervals of 1,000 resamples), at a fixed, printed thread count:
    prints how many fits it ran, which must be 0).
 
 Each run's time is broken down by phase (exclusive: a phase inside another counts once): model loading,
-dataset loading, encoding, reading raw vectors for fits, fits per method, the fit cache, transforms, bootstrap
-intervals, result writing; "mteb evaluation and the rest" is what is left (mteb's scoring, planning, file
-checks). Imports are paid once, before run 1, and printed apart. The output ends with two lines:
+dataset loading, the model's forward passes (every outermost call of a transformers model, timed by torch's
+global module hooks), the rest of encoding (tokenizing, token extraction, cache writes), reading raw vectors
+for fits, fits per method, the fit cache, transforms, bootstrap intervals, result writing; "mteb evaluation
+and the rest" is what is left (mteb's scoring, planning, file checks). Imports are paid once, before run 1,
+and printed apart. The output ends with three lines:
 
     ratio cold: X    (run 2 / run 1)
     ratio warm: Y    (run 4 / run 2)
+    overhead: Z      (run 2's seconds outside the forward passes minus run 1's, over run 2's forward passes)
+
+The overhead's numerator and denominator come from the same runs, so the machine's load moves them together;
+model and dataset loading are left out of both runs' seconds (they do not depend on the methods).
 
 Nothing is asserted: timings on shared machines are noisy; the ratios are measured in one process. Where the
 machine's speed drifts during the benchmark (other tenants), ``--repeats 2`` runs the cold runs in the order raw,
@@ -51,7 +57,8 @@ from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL  # noqa: E402
 from iso_bench.runner import RunConfig, RunSummary, run  # noqa: E402
 
 IMPORT_SECONDS = time.perf_counter() - started
-PHASES = ["model loading", "dataset loading", "encode", "fit: reading raw vectors", "fit cache", "fits", "transforms",
+PHASES = ["model loading", "dataset loading", "forward passes", "encode: all but the forward passes",
+          "fit: reading raw vectors", "fit cache", "fits", "transforms",
           "bootstrap intervals", "result writing"]
 
 
@@ -83,9 +90,48 @@ class Phases:
         timed._bench_phase = phase  # type: ignore[attr-defined]
         setattr(owner, name, timed)
 
+    def begin(self) -> None:
+        self._stack.append([time.perf_counter(), 0.0])
+
+    def end(self, phase: str) -> None:
+        frame = self._stack.pop()
+        spent = time.perf_counter() - frame[0]
+        self.seconds[phase] += spent - frame[1]
+        if self._stack:
+            self._stack[-1][1] += spent
+
     def take(self) -> dict[str, float]:
         out, self.seconds = dict(self.seconds), defaultdict(float)
         return out
+
+
+def time_forward_passes(phases: Phases) -> None:
+    """Every call of a transformers model (the outermost one, sentence-transformers' included) counts as the
+    phase "forward passes", through torch's global module hooks; on a GPU the time waits for the device."""
+    from transformers import PreTrainedModel
+
+    depth = [0]
+
+    def sync() -> None:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    def before(module: Any, args: Any) -> None:
+        if isinstance(module, PreTrainedModel):
+            if depth[0] == 0:
+                sync()
+                phases.begin()
+            depth[0] += 1
+
+    def after(module: Any, args: Any, output: Any) -> None:
+        if isinstance(module, PreTrainedModel):
+            depth[0] -= 1
+            if depth[0] == 0:
+                sync()
+                phases.end("forward passes")
+
+    torch.nn.modules.module.register_module_forward_pre_hook(before)
+    torch.nn.modules.module.register_module_forward_hook(after)
 
 
 def instrument(phases: Phases) -> None:
@@ -96,10 +142,11 @@ def instrument(phases: Phases) -> None:
     from iso_bench.cache import EmbeddingStore
     from iso_bench.methods import METHODS
 
+    time_forward_passes(phases)
     phases.wrap(iso_bench.backbone, "load_backbone", "model loading")
     phases.wrap(mteb.abstasks.AbsTask, "load_data", "dataset loading")
-    phases.wrap(EmbeddingStore, "_compute", "encode")
-    phases.wrap(EmbeddingStore, "_compute_spans", "encode")
+    phases.wrap(EmbeddingStore, "_compute", "encode: all but the forward passes")
+    phases.wrap(EmbeddingStore, "_compute_spans", "encode: all but the forward passes")
     phases.wrap(iso_bench.encoder._Variant, "_fit_matrix", "fit: reading raw vectors")
     phases.wrap(iso_bench.encoder, "load_fit", "fit cache")
     phases.wrap(iso_bench.encoder, "save_fit", "fit cache")
@@ -171,7 +218,7 @@ def main() -> None:
     names = [p for p in PHASES if p != "fits"]
     fit_names = sorted({k for *_, ph in rows for k in ph if k.startswith("fit ") and k != "fit cache"})
     print(f"\nseconds by phase (exclusive){'':<8}" + "".join(f"{i:>10}" for i in range(1, len(rows) + 1)))
-    for name in [*names[:5], *fit_names, *names[5:]]:
+    for name in [*names[:6], *fit_names, *names[6:]]:
         print(f"  {name:<34}" + "".join(f"{ph.get(name, 0.0):>10.2f}" for *_, ph in rows))
     print(f"  {'mteb evaluation and the rest':<34}" + "".join(f"{s - sum(ph.values()):>10.2f}" for _, s, _, ph in rows))
     print(f"  {'total':<34}" + "".join(f"{s:>10.2f}" for _, s, _, _ in rows))
@@ -182,8 +229,21 @@ def main() -> None:
     if args.repeats > 1:
         print("cold ratio of each pair: " + ", ".join(f"{b / a:.2f}" for a, b in zip(raw, every, strict=True)))
     last_cold = next(s for label, s, *_ in reversed(rows) if label == "raw + every method, cold")
+
+    def outside(label: str) -> tuple[float, float]:
+        """Summed over the runs of ``label``: (seconds outside the forward passes, model and dataset loading
+        and imports aside; forward-pass seconds)."""
+        runs = [(s, ph) for lab, s, _, ph in rows if lab == label]
+        fixed = ("forward passes", "model loading", "dataset loading")
+        return (sum(s - sum(ph.get(k, 0.0) for k in fixed) for s, ph in runs),
+                sum(ph.get(fixed[0], 0.0) for _, ph in runs))
+
+    (raw_out, _), (all_out, all_forward) = outside("raw alone, cold"), outside("raw + every method, cold")
+    print(f"\nseconds outside the forward passes (cold, model and dataset loading aside): raw {raw_out:.1f}, "
+          f"raw + every method {all_out:.1f}; forward passes of raw + every method {all_forward:.1f}")
     print(f"ratio cold: {sum(every) / sum(raw):.2f}")
     print(f"ratio warm: {rows[-1][1] / last_cold:.2f}")
+    print(f"overhead: {(all_out - raw_out) / all_forward:.2f}" if all_forward else "overhead: n/a (no forward pass)")
 
 
 if __name__ == "__main__":

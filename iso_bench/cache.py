@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.faults import fault_point
 from iso_bench.files import atomic_write_text, cache_not_written, remove_stale_temporaries
-from iso_bench.vectors.index import ShardIndex, group_by_shard, set_aside
+from iso_bench.vectors.encoding import EncodeMissing
+from iso_bench.vectors.index import ShardIndex, group_by_shard, set_aside, text_key
 from iso_bench.vectors.shards import (  # noqa: F401 - the shard format, named here too
     CacheCorruptError,
     read_rows,
@@ -63,10 +63,22 @@ logger = logging.getLogger(__name__)
 DEFAULT_CACHE_ENV = "ISO_BENCH_CACHE"
 FLUSH_EVERY = 2048  # texts encoded between two shard writes: a crash loses at most this much work
 RECENT = 4  # sentence matrices kept for the next variant (a task's two columns, queries and documents)
-RECENT_BYTES = 1 << 28  # and at most this many bytes of them: a large corpus's matrix is stacked per request
+RECENT_BYTES = 1 << 26  # and at most this many bytes of them (64 MiB): a large corpus is read per request
 LOCK_NAME = "encode.lock"  # in each namespace folder: held while a chunk is encoded and its shards written
+TOKEN_CACHE_ENV = "ISO_BENCH_TOKEN_CACHE_TEXTS"
+TOKEN_CACHE_TEXTS = 100_000
+"""Token vectors are kept on disk for tasks of at most this many texts (every STS, WiC and WSD task, SciFact):
+a warm rerun of a token-level variant on them encodes nothing. A larger task's token vectors (20 to 200 times
+its sentence vectors' bytes: about 1.9 TB for MS MARCO's 8.8M passages at 768-d) are computed for the request
+that needs them and dropped: each token-level variant of such a task pays the forward passes again, and its
+sentence vectors alone are kept."""
 
-Item = tuple[bytes, str, tuple[int, int] | None]  # (key, text, span) of a vector to compute
+
+def default_token_cache_texts() -> int:
+    """``$ISO_BENCH_TOKEN_CACHE_TEXTS`` (``--token-cache-texts``), else :data:`TOKEN_CACHE_TEXTS`."""
+    text = os.environ.get(TOKEN_CACHE_ENV)
+    return int(text) if text else TOKEN_CACHE_TEXTS
+
 
 
 def default_cache_dir() -> Path:
@@ -75,24 +87,13 @@ def default_cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "iso_bench"
 
 
-def text_key(text: str, span: tuple[int, int] | None = None, context: str | None = None) -> bytes:
-    """The 32-byte cache key of a text (and a character span within it), encoded under ``context`` (the
-    prompt string the backbone resolved; none or empty: the text alone).
-
-    >>> text_key("a cat", context="query: ") == hashlib.sha256(b"query: \\x00a cat").digest()
-    True
-    """
-    h = hashlib.sha256((f"{context}\x00{text}" if context else text).encode("utf-8"))
-    if span is not None:
-        h.update(f"\x00{span[0]}:{span[1]}".encode())
-    return h.digest()
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "__", text).strip("_") or "model"
 
 
-class EmbeddingStore:
+class EmbeddingStore(EncodeMissing):
     """Raw vectors of one backbone, computed once per text and kept on disk (in memory for a store without a
     cache folder, and for vectors whose shard could not be written).
 
@@ -107,6 +108,8 @@ class EmbeddingStore:
         progress: show progress bars.
         flush_every: texts encoded between two shard writes (and between two turns of the namespace
             lock when several processes share the cache).
+        token_cache_texts: the largest task (in texts) whose token vectors are kept on disk
+            (:data:`TOKEN_CACHE_TEXTS`); see :meth:`note_task_size`.
     """
 
     def __init__(
@@ -118,12 +121,15 @@ class EmbeddingStore:
         batch_size: int = 32,
         progress: bool = True,
         flush_every: int = FLUSH_EVERY,
+        token_cache_texts: int | None = None,
     ) -> None:
         self.backbone = backbone
         self.kinds = tuple(dict.fromkeys(kinds))
         self.batch_size = batch_size
         self.progress = progress
         self.flush_every = max(1, int(flush_every))
+        self.token_cache_texts = default_token_cache_texts() if token_cache_texts is None else int(token_cache_texts)
+        self._large_tasks: set[str] = set()  # tasks over token_cache_texts: their token vectors are not kept
         self._mem: dict[str, dict[bytes, np.ndarray]] = {}  # vectors not on disk (no folder, or a failed write)
         self._synced: set[str] = set()  # kinds whose shards on disk this store has checked against the index
         self._shard_meta: dict[str, tuple[int, int, int, int]] = {}  # name -> (data_offset, rows, dim, ndim)
@@ -199,6 +205,18 @@ class EmbeddingStore:
         where = self._where(task_metadata, prompt_type)
         return self._get("span", list(texts), [tuple(s) for s in spans], desc, where)
 
+    def note_task_size(self, task: str, n_texts: int) -> None:
+        """Say how many texts a task has: the token vectors of a task of more than ``token_cache_texts``
+        texts are computed when asked for and not kept (see :data:`TOKEN_CACHE_TEXTS`)."""
+        if n_texts > self.token_cache_texts:
+            self._large_tasks.add(task)
+        else:
+            self._large_tasks.discard(task)
+
+    def _keeps_tokens(self, task: str | None, n_texts: int) -> bool:
+        """Whether token vectors computed for a request of ``n_texts`` texts of ``task`` are written."""
+        return task not in self._large_tasks and n_texts <= self.token_cache_texts
+
     def prompt(self, task_metadata: Any = None, prompt_type: Any = None) -> str | None:
         """The prompt string the backbone puts before texts of this task and prompt type (None: none)."""
         return self._where(task_metadata, prompt_type)[0]
@@ -211,20 +229,23 @@ class EmbeddingStore:
         return self.folder.is_dir() and self.index is not None and self.index.exists()
 
     # ---- internals --------------------------------------------------------------------------------
-    def _where(self, task_metadata: Any, prompt_type: Any) -> tuple[str | None, dict[str, Any]]:
-        """``(context, encode keyword arguments)``: the backbone's resolved prompt and what its ``encode``
-        needs to use it. A backbone without ``prompt_context`` takes no prompt and no such arguments."""
+    def _where(self, task_metadata: Any, prompt_type: Any) -> tuple[str | None, dict[str, Any], str | None]:
+        """``(context, encode keyword arguments, task name)``: the backbone's resolved prompt and what its
+        ``encode`` needs to use it (a backbone without ``prompt_context`` takes no prompt and no such
+        arguments), and the task the texts are of (recorded with the shards they are written to)."""
+        task = getattr(task_metadata, "name", None)
         resolve = getattr(self.backbone, "prompt_context", None)
         if resolve is None:
-            return None, {}
-        return resolve(task_metadata, prompt_type) or None, {"task_metadata": task_metadata, "prompt_type": prompt_type}
+            return None, {}, task
+        kwargs = {"task_metadata": task_metadata, "prompt_type": prompt_type}
+        return resolve(task_metadata, prompt_type) or None, kwargs, task
 
     def _get(self, kind: str, texts: list[str], spans: list[tuple[int, int]] | None, desc: str,
-             where: tuple[str | None, dict[str, Any]]) -> Any:
+             where: tuple[str | None, dict[str, Any], str | None]) -> Any:
         """The vectors of ``texts`` (and ``spans``): a ``(n, dim)`` matrix for single-vector kinds (sentence,
         span), a list of ``(n_tokens, dim)`` arrays for tokens. What the cache holds is read in place; the
         rest is encoded (and written) first."""
-        context, encode_kwargs = where
+        context, encode_kwargs, task = where
         keys = [text_key(t, spans[i] if spans else None, context) for i, t in enumerate(texts)]
         matrix = kind != "tokens"
         out: Any = np.zeros((len(keys), self.backbone.dim), np.float32) if matrix else [None] * len(keys)
@@ -236,8 +257,11 @@ class EmbeddingStore:
         self.stats["reused"] += len(keys) - len(missing)
         if missing:
             items = [(k, texts[i], spans[i] if spans else None) for k, i in missing.items()]
-            compute = self._compute_spans if kind == "span" else self._compute
-            fresh = compute(kind, items, desc, encode_kwargs)
+            if kind == "span":
+                fresh = self._compute_spans(kind, items, desc, encode_kwargs, task)
+            else:
+                fresh = self._compute(kind, items, desc, encode_kwargs, task, keep_tokens=self._keeps_tokens(
+                    task, len(texts)))
             for i in np.flatnonzero(~filled).tolist():
                 vec = fresh.get(keys[i])
                 if vec is not None:
@@ -324,27 +348,7 @@ class EmbeddingStore:
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
-    def _still_missing(self, kind: str, items: list[Item]) -> list[Item]:
-        """The items whose vector of ``kind`` is still missing: another process may have encoded and
-        indexed some since they were looked up (or written a shard and died before indexing it); those count
-        as reused. Call it holding the lock."""
-        if self.index is None:
-            return items
-        self.index.sync(kind)  # a shard a killed process wrote without indexing it
-        found = self.index.lookup(kind, [key for key, _, _ in items])
-        left = [item for item in items if item[0] not in found]
-        self.stats["reused"] += len(items) - len(left)
-        return left
-
-    def _label(self, desc: str, total: int, remaining: int) -> str:
-        """The progress-bar label of the next chunk: which of the ``total`` texts' chunks it is, counting
-        the texts other processes have encoded meanwhile as done."""
-        n_chunks = -(-total // self.flush_every)
-        if n_chunks == 1:
-            return desc
-        return f"{desc} {(total - remaining) // self.flush_every + 1}/{n_chunks}"
-
-    def _write(self, kind: str, keys: list[bytes], arrays: list[np.ndarray]) -> None:
+    def _write(self, kind: str, keys: list[bytes], arrays: list[np.ndarray], task: str | None = None) -> None:
         """Write one new shard of ``kind`` and index it (a memory-only store keeps the vectors in memory).
         A shard that cannot be written or indexed (a full disk) is a warning, said once: its vectors stay
         in memory for this process and the run goes on."""
@@ -356,7 +360,7 @@ class EmbeddingStore:
         name = f"{kind}-{uuid.uuid4().hex}.npz"
         try:
             info = write_shard(self.folder / name, keys, arrays)
-            self.index.add(kind, name, info)
+            self.index.add(kind, name, info, task=task)
         except (OSError, sqlite3.Error) as exc:  # a full disk: the vectors stay in memory for this run
             cache_not_written(self.folder / name, exc if isinstance(exc, OSError) else OSError(str(exc)))
             self._mem.setdefault(kind, {}).update(zip(keys, arrays, strict=True))
@@ -384,66 +388,3 @@ class EmbeddingStore:
             self._sync(kind)
             known |= set(self.index.lookup(kind, [k for k in keys if k not in known]))
         return known
-
-    def _compute(self, kind: str, items: list[Item], desc: str, encode_kwargs: dict[str, Any]
-                 ) -> dict[bytes, np.ndarray]:
-        """Encode the missing ``items`` chunk by chunk, every kind of ``self.kinds`` the backbone can make
-        in the same pass; each chunk is encoded and written under the namespace lock, after dropping the
-        texts another process has encoded meanwhile. Returns the vectors of ``kind`` computed here."""
-        able = getattr(self.backbone, "kinds", None)
-        extra = [k for k in self.kinds if k != "span" and (able is None or k in able)]
-        kinds = tuple(dict.fromkeys((kind, *extra)))
-        pending, total, fresh = items, len(items), {}
-        while pending:
-            with self._encode_lock():
-                pending = self._still_missing(kind, pending)
-                if not pending:
-                    break
-                label = self._label(desc, total, len(pending))
-                chunk, pending = pending[: self.flush_every], pending[self.flush_every :]
-                out = self.backbone.encode([t for _, t, _ in chunk], kinds=kinds, spans=None,
-                                           batch_size=self.batch_size, progress=self.progress, desc=label,
-                                           **encode_kwargs)
-                fault_point("encode")
-                keys = [key for key, _, _ in chunk]
-                for k, values in out.items():
-                    known = self._known(k, keys) if k != kind else set()
-                    new = [(key, v) for key, v in zip(keys, values, strict=True) if key not in known]
-                    self._write(k, [a for a, _ in new], [b for _, b in new])
-                    if k == kind:
-                        fresh.update(new)
-                self.stats["computed"] += len(chunk)
-        return fresh
-
-    def _compute_spans(self, kind: str, items: list[Item], desc: str, encode_kwargs: dict[str, Any]
-                       ) -> dict[bytes, np.ndarray]:
-        """Encode each distinct text once for all of its missing spans, ``flush_every`` texts per chunk,
-        each chunk under the namespace lock as in :meth:`_compute`. Returns the span vectors computed."""
-        pending, total, fresh = items, len({text for _, text, _ in items}), {}
-        while pending:
-            with self._encode_lock():
-                pending = self._still_missing("span", pending)
-                if not pending:
-                    break
-                by_text: dict[str, list[tuple[bytes, tuple[int, int]]]] = {}
-                for key, text, span in pending:
-                    assert span is not None
-                    by_text.setdefault(text, []).append((key, span))
-                label = self._label(desc, total, len(by_text))
-                chunk = list(by_text)[: self.flush_every]
-                taken = set(chunk)
-                pending = [item for item in pending if item[1] not in taken]
-                out = self.backbone.encode(
-                    chunk, kinds=("span",), spans=[[s for _, s in by_text[t]] for t in chunk],
-                    batch_size=self.batch_size, progress=self.progress, desc=label, **encode_kwargs,
-                )
-                fault_point("encode")
-                keys, rows = [], []
-                for text, matrix in zip(chunk, out["span"], strict=True):
-                    for (key, _), row in zip(by_text[text], matrix, strict=True):
-                        keys.append(key)
-                        rows.append(row)
-                self._write("span", keys, rows)
-                fresh.update(zip(keys, rows, strict=True))
-                self.stats["computed"] += len(chunk)
-        return fresh

@@ -37,8 +37,8 @@ logger = logging.getLogger(__name__)
 FIT_BUDGET_ENV = "ISO_BENCH_FIT_BUDGET"
 FIT_BUDGET = 100_000
 """Texts a fit reads at once. A larger fit corpus is read batch by batch by a method that streams (center,
-abtt, whiten: the same fit up to rounding) and sampled, seeded and recorded, for the others (cluster-pca,
-flow, clip). Every STS, WiC and WSD task's corpus is far below it: their fits read their whole corpus."""
+abtt, whiten, clip: the same fit up to rounding) and sampled, seeded and recorded, for the others (cluster-pca,
+flow). Every STS, WiC and WSD task's corpus is far below it: their fits read their whole corpus."""
 FIT_BATCH = 16_384  # texts per batch of a streaming fit
 
 

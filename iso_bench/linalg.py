@@ -84,9 +84,15 @@ class Moments:
     (True, True)
     """
 
-    def __init__(self, scatter: bool = False) -> None:
-        self.n, self.mean, self.scatter = 0, None, None
-        self._scatter = scatter
+    def __init__(self, scatter: bool = False, extremes: bool = False) -> None:
+        self.n, self.mean, self.scatter, self.m2 = 0, None, None, None  # m2: per dimension, sum (x - mean)^2
+        self.argmin_counts = self.argmax_counts = None  # extremes: how often each dimension is a vector's min/max
+        self._scatter, self._extremes = scatter, extremes
+
+    @property
+    def std(self) -> np.ndarray:
+        """Per dimension, the standard deviation (ddof=0, as ``X.std(axis=0)``)."""
+        return np.sqrt(self.m2 / self.n)
 
     def update(self, X: np.ndarray) -> None:
         X = np.asarray(X, dtype=np.float64)
@@ -94,16 +100,23 @@ class Moments:
         if n_b == 0:
             return
         mean_b = X.mean(axis=0)
-        scatter_b = None
-        if self._scatter:
-            Xc = X - mean_b
-            scatter_b = Xc.T @ Xc
+        Xc = X - mean_b
+        m2_b = np.einsum("ij,ij->j", Xc, Xc)
+        scatter_b = Xc.T @ Xc if self._scatter else None
+        if self._extremes:
+            d = X.shape[1]
+            lo, hi = np.bincount(X.argmin(axis=1), minlength=d), np.bincount(X.argmax(axis=1), minlength=d)
+            if self.argmin_counts is None:
+                self.argmin_counts, self.argmax_counts = lo, hi
+            else:
+                self.argmin_counts, self.argmax_counts = self.argmin_counts + lo, self.argmax_counts + hi
         if self.n == 0:
-            self.n, self.mean, self.scatter = n_b, mean_b, scatter_b
+            self.n, self.mean, self.scatter, self.m2 = n_b, mean_b, scatter_b, m2_b
             return
         n_a, n = self.n, self.n + n_b
         delta = mean_b - self.mean
         self.mean = self.mean + delta * (n_b / n)
+        self.m2 = self.m2 + m2_b + delta**2 * (n_a * n_b / n)
         if self._scatter:
             self.scatter = self.scatter + scatter_b + np.outer(delta, delta) * (n_a * n_b / n)
         self.n = n

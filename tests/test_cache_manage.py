@@ -13,6 +13,7 @@ import pytest
 from iso_bench import cache
 from iso_bench.cache import LOCK_NAME, EmbeddingStore
 from iso_bench.cli import main
+from iso_bench.vectors import encoding
 from iso_bench.vectors.index import ShardIndex
 from iso_bench.vectors.manage import CacheError, namespaces, parse_size, prune
 
@@ -116,3 +117,78 @@ def test_bad_prune_requests_are_one_line(two_models: Path, capsys) -> None:
     with pytest.raises(CacheError, match="not a size"):
         parse_size("lots")
     assert main(["cache", "list", "--cache-dir", str(two_models / "nowhere")]) == 2
+
+
+def _task(name: str):
+    return type("Meta", (), {"name": name})()
+
+
+def test_list_counts_texts_per_task_and_a_shard_indexed_from_disk_says_so(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "cache"
+    store = EmbeddingStore(Backbone("org/a"), root, flush_every=10, progress=False)
+    store.sentences(["a", "b", "c"], task_metadata=_task("STS12"))
+    store.sentences(["c", "d"], task_metadata=_task("SICK-R"))  # "c" is STS12's: SICK-R adds one text
+    store.sentences(["e"])
+    (ns,) = namespaces(root)
+    assert {task: texts for (kind, task), (_, texts, _) in ns.tasks.items()} == {
+        "STS12": 3, "SICK-R": 1, "(task not recorded)": 1}
+    assert ns.kinds["sentence"][:2] == (3, 5)
+    assert main(["cache", "list", "--cache-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "STS12" in out and "SICK-R" in out
+
+
+def test_an_index_written_before_tasks_were_recorded_gains_the_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    store = _fill(tmp_path, "org/a", ["a", "b"])
+    store.index.close()
+    db = sqlite3.connect(store.folder / "index.sqlite")
+    db.execute("ALTER TABLE shards DROP COLUMN task")
+    db.commit()
+    db.close()
+    again = EmbeddingStore(Backbone("org/a"), tmp_path, progress=False)
+    assert again.held("sentence", [cache.text_key("a")])  # read through the migrated index
+    again.sentences(["z"], task_metadata=_task("STS16"))
+    assert ("sentence", "STS16") in namespaces(tmp_path)[0].tasks
+
+
+def test_ensure_encodes_what_is_missing_chunk_by_chunk_and_reads_nothing_back(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(encoding, "ENSURE_CHUNK", 2)
+    store = _fill(tmp_path, "org/a", ["b"])
+    store.kinds = ("sentence", "tokens")
+    store.backbone.encoded = []
+    reads = []
+    monkeypatch.setattr(store, "_fill", lambda *a: reads.append(a))
+    assert store.ensure(["a b", "b", "c", "d e f", "a b"]) is None
+    # "b" has a sentence vector but no token vectors: it is encoded once more, for its tokens alone
+    assert sorted(store.backbone.encoded) == ["a b", "b", "c", "d e f"] and reads == []
+    monkeypatch.undo()
+    texts = ["a b", "b", "c", "d e f"]
+    assert len(store.holds("sentence", [cache.text_key(t) for t in texts])) == 4
+    assert len(store.holds("tokens", [cache.text_key(t) for t in texts])) == 4
+
+
+def test_token_vectors_of_a_task_over_the_budget_are_computed_and_not_kept(tmp_path: Path) -> None:
+    store = EmbeddingStore(Backbone("org/a"), tmp_path, kinds=("sentence", "tokens"), progress=False,
+                           token_cache_texts=3)
+    big, small = _task("MSMARCO"), _task("STS16")
+    store.note_task_size("MSMARCO", 4)
+    store.note_task_size("STS16", 3)
+    store.ensure(["w x", "y", "z z", "v"], task_metadata=big)
+    store.ensure(["s t", "u"], task_metadata=small)
+    keys = [cache.text_key(t) for t in ["w x", "y", "z z", "v"]]
+    assert len(store.holds("sentence", keys)) == 4 and not store.holds("tokens", keys)
+    assert len(store.holds("tokens", [cache.text_key(t) for t in ["s t", "u"]])) == 2
+    store.backbone.encoded = []
+    toks = store.tokens(["w x", "y"], task_metadata=big)  # a token-level variant's request: computed, dropped
+    assert [t.shape for t in toks] == [(2, 8), (1, 8)] and store.backbone.encoded == ["w x", "y"]
+    assert not store.holds("tokens", keys)
+    store.tokens(["w x"], task_metadata=big)
+    assert store.backbone.encoded == ["w x", "y", "w x"]  # the price: encoded again
+    store.tokens(["s t", "u"], task_metadata=small)
+    assert store.backbone.encoded == ["w x", "y", "w x"]  # a small task's are read from the cache
+    too_many = EmbeddingStore(Backbone("org/b"), tmp_path, kinds=("sentence", "tokens"), progress=False,
+                              token_cache_texts=1)
+    too_many.tokens(["p", "q"])  # a request over the budget, of a task nobody sized
+    assert not too_many.holds("tokens", [cache.text_key("p")])

@@ -50,6 +50,7 @@ class Method:
     fitted: ClassVar[bool] = True
     streams: ClassVar[bool] = False  # learns from moments that accumulate batch by batch (partial_fit)
     scatter: ClassVar[bool] = False  # ... the scatter matrix among them, not only the mean
+    extremes: ClassVar[bool] = False  # ... and how often each dimension is a vector's smallest/largest coordinate
 
     # ---- parameters -------------------------------------------------------------------------------
     @classmethod
@@ -151,7 +152,7 @@ class Method:
         moments = getattr(self, "_moments", None)
         if moments is None:
             self.check(X.shape[1])
-            moments = self._moments = Moments(scatter=self.scatter)
+            moments = self._moments = Moments(scatter=self.scatter, extremes=self.extremes)
         elif X.shape[1] != len(moments.mean):
             self._refuse(f"a batch of {X.shape[1]}-d vectors after batches of {len(moments.mean)}-d vectors")
         moments.update(X)

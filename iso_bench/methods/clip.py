@@ -8,11 +8,12 @@ The outlier dimensions are detected from the fit corpus with :func:`iso_bench.ou
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from iso_bench.methods.base import Method, register
-from iso_bench.outliers import DEFAULT_MIN_Z, default_min_fraction, detect_outliers, outlier_stats
+from iso_bench.outliers import DEFAULT_MIN_Z, default_min_fraction, detect_outliers, outlier_stats, stats_from_moments
 
 
 def _normalise_dims(dims: int | Iterable[int] | None) -> tuple[int, ...] | None:
@@ -52,6 +53,8 @@ class Clip(Method):
 
     name = "clip"
     order = 20
+    streams = True  # detection reads per-dimension counts, means and deviations: they accumulate batch by batch
+    extremes = True
     spec_args = ("dims",)
 
     def __init__(
@@ -124,6 +127,17 @@ class Clip(Method):
         self.stats_ = stats
         self.dims_ = tuple(int(j) for j in dims)
         return self
+
+    def _from_moments(self, moments: Any) -> None:
+        """The detection of :meth:`fit` from statistics accumulated batch by batch (:meth:`partial_fit`)."""
+        stats = None
+        if self.dims is not None:
+            dims = sorted(set(self.dims))
+        else:
+            stats = stats_from_moments(moments.n, moments.argmin_counts, moments.argmax_counts, moments.mean,
+                                       moments.std)
+            dims = detect_outliers(stats, min_fraction=self.min_fraction, min_z=self.min_z)
+        self.dim_, self.stats_, self.dims_ = len(moments.mean), stats, tuple(int(j) for j in dims)
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """A float64 copy of ``X`` with the columns ``dims_`` set to 0, shape ``(n, dim)``."""

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sqlite3
@@ -38,13 +39,26 @@ INDEX_NAME = "index.sqlite"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS shards (name TEXT PRIMARY KEY, kind TEXT NOT NULL, data_offset INTEGER NOT NULL,
                                    rows INTEGER NOT NULL, dim INTEGER NOT NULL, ndim INTEGER NOT NULL,
-                                   bytes INTEGER NOT NULL, entries INTEGER NOT NULL, written REAL NOT NULL);
+                                   bytes INTEGER NOT NULL, entries INTEGER NOT NULL, written REAL NOT NULL,
+                                   task TEXT);
 CREATE TABLE IF NOT EXISTS entries (kind TEXT NOT NULL, key BLOB NOT NULL, shard TEXT NOT NULL,
                                     start INTEGER NOT NULL, stop INTEGER NOT NULL, crc INTEGER NOT NULL,
                                     PRIMARY KEY (kind, key)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entries_by_shard ON entries (shard);
 """
 _BATCH = 50_000  # keys looked up per query
+
+def text_key(text: str, span: tuple[int, int] | None = None, context: str | None = None) -> bytes:
+    """The 32-byte cache key of a text (and a character span within it), encoded under ``context`` (the
+    prompt string the backbone resolved; none or empty: the text alone).
+
+    >>> text_key("a cat", context="query: ") == hashlib.sha256(b"query: \\x00a cat").digest()
+    True
+    """
+    h = hashlib.sha256((f"{context}\x00{text}" if context else text).encode("utf-8"))
+    if span is not None:
+        h.update(f"\x00{span[0]}:{span[1]}".encode())
+    return h.digest()
 
 
 class ShardIndex:
@@ -73,6 +87,8 @@ class ShardIndex:
             try:
                 db.executescript(_SCHEMA)
                 db.execute("SELECT count(*) FROM shards").fetchone()
+                if "task" not in {row[1] for row in db.execute("PRAGMA table_info(shards)")}:
+                    db.execute("ALTER TABLE shards ADD COLUMN task TEXT")  # an index of iso-bench 0.2.0.dev
                 return db
             except sqlite3.DatabaseError as exc:
                 db.close()
@@ -94,18 +110,20 @@ class ShardIndex:
         return self.path.is_file()
 
     # ---- writing -----------------------------------------------------------------------------------
-    def add(self, kind: str, name: str, info: ShardInfo, written: float | None = None) -> None:
+    def add(self, kind: str, name: str, info: ShardInfo, written: float | None = None,
+            task: str | None = None) -> None:
         """Index a shard written whole (one transaction): its entries, each key once (a key already indexed
-        in another shard keeps that one)."""
+        in another shard keeps that one); ``task``: the task whose texts it holds, where known."""
         import time
 
         size = (self.folder / name).stat().st_size if (self.folder / name).exists() else 0
         starts, stops = info.offsets[:-1].tolist(), info.offsets[1:].tolist()
         self._seen.setdefault(kind, set()).add(name)
         with self._transaction() as db:
-            db.execute("INSERT OR REPLACE INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            db.execute("INSERT OR REPLACE INTO shards (name, kind, data_offset, rows, dim, ndim, bytes, entries, "
+                       "written, task) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (name, kind, info.data_offset, info.rows, info.dim, info.ndim, size, len(info.keys),
-                        time.time() if written is None else written))
+                        time.time() if written is None else written, task))
             db.executemany("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?)",
                            zip([kind] * len(info.keys), info.keys, [name] * len(info.keys), starts, stops,
                                info.crcs, strict=True))
@@ -167,10 +185,11 @@ class ShardIndex:
         """``(data_offset, rows, dim, ndim)`` of an indexed shard; None when it is not indexed."""
         return self.db.execute("SELECT data_offset, rows, dim, ndim FROM shards WHERE name = ?", (name,)).fetchone()
 
-    def summary(self) -> list[tuple[str, int, int, int, float]]:
-        """Per kind: ``(kind, shards, entries, bytes, newest write time)``."""
-        return self.db.execute("SELECT kind, count(*), sum(entries), sum(bytes), max(written) FROM shards "
-                               "GROUP BY kind ORDER BY kind").fetchall()
+    def summary(self) -> list[tuple[str, str | None, int, int, int, float]]:
+        """Per kind and task: ``(kind, task, shards, entries, bytes, newest write time)``; the task is None for
+        shards indexed from disk (written by a process killed before indexing them)."""
+        return self.db.execute("SELECT kind, task, count(*), sum(entries), sum(bytes), max(written) FROM shards "
+                               "GROUP BY kind, task ORDER BY kind, task").fetchall()
 
     def shards(self) -> list[tuple[str, str, int, float]]:
         """Every indexed shard: ``(name, kind, bytes, written)``, oldest first."""

@@ -24,6 +24,7 @@ from iso_bench.registry import IsoBenchError
 from iso_bench.vectors.index import ShardIndex
 
 KINDS = ("sentence", "tokens", "span")
+UNKNOWN_TASK = "(task not recorded)"  # a shard indexed from disk, written by a process killed before indexing it
 
 
 class CacheError(IsoBenchError, ValueError):
@@ -39,6 +40,7 @@ class Namespace:
     revision: str
     extraction: str
     kinds: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    tasks: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)  # (kind, task) -> the same
     fits: tuple[int, int] = (0, 0)  # (files, bytes)
     newest: float = 0.0  # the last write, seconds since the epoch
 
@@ -62,8 +64,10 @@ def namespaces(root: str | Path) -> list[Namespace]:
             for kind in KINDS:
                 if any(folder.glob(f"{kind}-*.npz")) or index.exists():
                     index.sync(kind)
-            for kind, shards, entries, size, newest in index.summary():
-                ns.kinds[kind] = (shards, entries or 0, size or 0)
+            for kind, task, shards, entries, size, newest in index.summary():
+                ns.tasks[kind, task or UNKNOWN_TASK] = (shards, entries or 0, size or 0)
+                before = ns.kinds.get(kind, (0, 0, 0))
+                ns.kinds[kind] = (before[0] + shards, before[1] + (entries or 0), before[2] + (size or 0))
                 ns.newest = max(ns.newest, newest or 0.0)
         finally:
             index.close()
@@ -75,19 +79,22 @@ def namespaces(root: str | Path) -> list[Namespace]:
 
 
 def describe(root: str | Path) -> str:
-    """The table ``iso-bench cache list`` prints."""
+    """The table ``iso-bench cache list`` prints: per namespace, kind and task, texts, shards and bytes. A
+    text two tasks share is counted under the task that encoded it first."""
     from tabulate import tabulate
 
     rows = []
-    for ns in namespaces(root):
-        for kind, (shards, texts, size) in sorted(ns.kinds.items()):
-            rows.append([ns.model, ns.revision[:12], ns.extraction, kind, f"{texts:,}", shards, _size(size)])
+    every = namespaces(root)
+    for ns in every:
+        for (kind, task), (shards, texts, size) in sorted(ns.tasks.items()):
+            rows.append([ns.model, ns.revision[:12], ns.extraction, kind, task, f"{texts:,}", shards, _size(size)])
         if ns.fits[0]:
-            rows.append([ns.model, ns.revision[:12], ns.extraction, "fits", f"{ns.fits[0]:,}", "", _size(ns.fits[1])])
+            rows.append([ns.model, ns.revision[:12], ns.extraction, "fits", "", f"{ns.fits[0]:,} files", "",
+                         _size(ns.fits[1])])
     if not rows:
         return f"{Path(root).expanduser()}: empty"
-    total = sum(ns.bytes for ns in namespaces(root))
-    table = tabulate(rows, headers=["model", "revision", "extraction", "kind", "texts", "shards", "size"])
+    total = sum(ns.bytes for ns in every)
+    table = tabulate(rows, headers=["model", "revision", "extraction", "kind", "task", "texts", "shards", "size"])
     return f"{table}\n\n{_size(total)} in {Path(root).expanduser()}"
 
 

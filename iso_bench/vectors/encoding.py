@@ -1,0 +1,137 @@
+"""Encoding what the raw-vector store lacks: chunk by chunk, under the namespace's lock, written as it goes.
+
+:class:`EncodeMissing` is the half of :class:`iso_bench.cache.EmbeddingStore` that computes vectors: a request's
+missing texts are encoded ``flush_every`` at a time, each chunk under the namespace's encode lock after looking
+it up again (another process may have encoded it meanwhile), and written as one shard, so that a crash loses at
+most one chunk; every kind the store keeps is computed in the same forward pass. :meth:`EncodeMissing.ensure`
+encodes a whole corpus that way without reading anything back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from iso_bench.faults import fault_point
+from iso_bench.vectors.index import text_key
+
+Item = tuple[bytes, str, tuple[int, int] | None]  # (key, text, span) of a vector to compute
+ENSURE_CHUNK = 50_000  # texts looked up and encoded at a time by EncodeMissing.ensure
+
+
+class EncodeMissing:
+    """Mixed into :class:`iso_bench.cache.EmbeddingStore` (whose ``_where``, ``_known``, ``_write``,
+    ``_encode_lock`` and ``_keeps_tokens`` it uses)."""
+
+    def ensure(self, texts: Sequence[str], desc: str = "encoding", *, task_metadata: Any = None,
+               prompt_type: Any = None) -> None:
+        """Encode and write what the cache lacks of ``texts``, for every kind of the store (token vectors only
+        where they are kept, see :meth:`note_task_size`), reading nothing back: ``ENSURE_CHUNK`` texts at a
+        time, so a corpus of millions of texts costs the memory of one chunk."""
+        texts = list(texts)
+        context, encode_kwargs, task = self._where(task_metadata, prompt_type)
+        kinds = [k for k in self.kinds if k != "span"]
+        keep = self._keeps_tokens(task, len(texts))
+        if not keep and "tokens" in kinds:
+            kinds.remove("tokens")
+        for i in range(0, len(texts), ENSURE_CHUNK):
+            chunk = texts[i:i + ENSURE_CHUNK]
+            keys = [text_key(t, None, context) for t in chunk]
+            label = desc if len(texts) <= ENSURE_CHUNK else f"{desc} ({i:,}-{i + len(chunk):,} of {len(texts):,})"
+            for n, kind in enumerate(kinds):  # the first kind's pass makes the others too; then what they lack
+                known = self._known(kind, keys)
+                items = list({k: (k, t, None) for k, t in zip(keys, chunk, strict=True) if k not in known}.values())
+                if n == 0:
+                    self.stats["reused"] += len(keys) - len(items)
+                if items:
+                    self._compute(kind, items, label, encode_kwargs, task, keep_tokens=keep, collect=False)
+
+    def _still_missing(self, kind: str, items: list[Item]) -> list[Item]:
+        """The items whose vector of ``kind`` is still missing: another process may have encoded and
+        indexed some since they were looked up (or written a shard and died before indexing it); those count
+        as reused. Call it holding the lock."""
+        if self.index is None:
+            return items
+        self.index.sync(kind)  # a shard a killed process wrote without indexing it
+        found = self.index.lookup(kind, [key for key, _, _ in items])
+        left = [item for item in items if item[0] not in found]
+        self.stats["reused"] += len(items) - len(left)
+        return left
+
+    def _label(self, desc: str, total: int, remaining: int) -> str:
+        """The progress-bar label of the next chunk: which of the ``total`` texts' chunks it is, counting
+        the texts other processes have encoded meanwhile as done."""
+        n_chunks = -(-total // self.flush_every)
+        if n_chunks == 1:
+            return desc
+        return f"{desc} {(total - remaining) // self.flush_every + 1}/{n_chunks}"
+
+    def _compute(self, kind: str, items: list[Item], desc: str, encode_kwargs: dict[str, Any],
+                 task: str | None = None, *, keep_tokens: bool = True, collect: bool = True
+                 ) -> dict[bytes, np.ndarray]:
+        """Encode the missing ``items`` chunk by chunk, every kind of ``self.kinds`` the backbone can make
+        in the same pass; each chunk is encoded and written under the namespace lock, after dropping the
+        texts another process has encoded meanwhile. Returns the vectors of ``kind`` computed here (none
+        unless ``collect``). Without ``keep_tokens``, token vectors are computed only when ``kind`` is
+        tokens, and then returned, not written."""
+        able = getattr(self.backbone, "kinds", None)
+        extra = [k for k in self.kinds
+                 if k != "span" and (able is None or k in able) and (keep_tokens or k != "tokens")]
+        kinds = tuple(dict.fromkeys((kind, *extra)))
+        pending, total, fresh = items, len(items), {}
+        while pending:
+            with self._encode_lock():
+                pending = self._still_missing(kind, pending)
+                if not pending:
+                    break
+                label = self._label(desc, total, len(pending))
+                chunk, pending = pending[: self.flush_every], pending[self.flush_every :]
+                out = self.backbone.encode([t for _, t, _ in chunk], kinds=kinds, spans=None,
+                                           batch_size=self.batch_size, progress=self.progress, desc=label,
+                                           **encode_kwargs)
+                fault_point("encode")
+                keys = [key for key, _, _ in chunk]
+                for k, values in out.items():
+                    known = self._known(k, keys) if k != kind else set()
+                    new = [(key, v) for key, v in zip(keys, values, strict=True) if key not in known]
+                    if keep_tokens or k != "tokens":
+                        self._write(k, [a for a, _ in new], [b for _, b in new], task)
+                    if k == kind and collect:
+                        fresh.update(new)
+                self.stats["computed"] += len(chunk)
+        return fresh
+
+    def _compute_spans(self, kind: str, items: list[Item], desc: str, encode_kwargs: dict[str, Any],
+                       task: str | None = None) -> dict[bytes, np.ndarray]:
+        """Encode each distinct text once for all of its missing spans, ``flush_every`` texts per chunk,
+        each chunk under the namespace lock as in :meth:`_compute`. Returns the span vectors computed."""
+        pending, total, fresh = items, len({text for _, text, _ in items}), {}
+        while pending:
+            with self._encode_lock():
+                pending = self._still_missing("span", pending)
+                if not pending:
+                    break
+                by_text: dict[str, list[tuple[bytes, tuple[int, int]]]] = {}
+                for key, text, span in pending:
+                    assert span is not None
+                    by_text.setdefault(text, []).append((key, span))
+                label = self._label(desc, total, len(by_text))
+                chunk = list(by_text)[: self.flush_every]
+                taken = set(chunk)
+                pending = [item for item in pending if item[1] not in taken]
+                out = self.backbone.encode(
+                    chunk, kinds=("span",), spans=[[s for _, s in by_text[t]] for t in chunk],
+                    batch_size=self.batch_size, progress=self.progress, desc=label, **encode_kwargs,
+                )
+                fault_point("encode")
+                keys, rows = [], []
+                for text, matrix in zip(chunk, out["span"], strict=True):
+                    for (key, _), row in zip(by_text[text], matrix, strict=True):
+                        keys.append(key)
+                        rows.append(row)
+                self._write("span", keys, rows, task)
+                fresh.update(zip(keys, rows, strict=True))
+                self.stats["computed"] += len(chunk)
+        return fresh
