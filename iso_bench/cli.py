@@ -116,12 +116,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="evaluate the variants of a model", epilog=EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.set_defaults(func=cmd_run, network=True)
-    run.add_argument("--model", default=DEFAULT_MODEL, help=f"hub id or local folder (default: {DEFAULT_MODEL})")
+    run.add_argument("--model", nargs="+", default=[DEFAULT_MODEL], metavar="MODEL",
+                     help=f"hub ids or local folders; several make a grid (default: {DEFAULT_MODEL})")
     run.add_argument("--revision", help="model revision (default: the one mteb pins, else the latest)")
     run.add_argument("--methods", nargs="+", type=method_spec, default=list(DEFAULT_METHODS), metavar="SPEC",
                      help="method specs, e.g. raw whiten-256 abtt-7 cluster-pca-27-12 (default: %(default)s)")
     run.add_argument("--tasks", nargs="+", default=["mteb-sts"], metavar="NAME",
-                     help="task or suite names (default: mteb-sts); see `iso-bench list`")
+                     help="task, suite or mteb benchmark names, e.g. STS16 mteb-sts 'MTEB(eng, v2)' (default: "
+                     "mteb-sts); see `iso-bench list`")
     run.add_argument("--results", default="results",
                      help="results folder, readable by mteb.ResultCache (default: ./results)")
     run.add_argument("--data-dir", help="data directory: a hub mirror <dir>/<org>/<name>/ and the datasets' "
@@ -140,8 +142,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                      help="fit on a seeded sample of N texts of the fit corpus (huge corpora); recorded")
     run.add_argument("--fit-budget", type=positive_int, metavar="N",
                      help="texts a fit reads at once (env ISO_BENCH_FIT_BUDGET; default: 100000): a larger fit "
-                     "corpus is read batch by batch by center, abtt and whiten (the same fit) and sampled, "
+                     "corpus is read batch by batch by center, abtt, whiten and clip (the same fit) and sampled, "
                      "seeded and recorded, for the other methods")
+    run.add_argument("--token-cache-texts", type=positive_int, metavar="N",
+                     help="keep token vectors in the cache for tasks of at most N texts (env "
+                     "ISO_BENCH_TOKEN_CACHE_TEXTS; default: 100000): a larger task's token vectors are computed "
+                     "when a token-level variant needs them and not kept; scores do not change")
     run.add_argument("--seed", type=int, default=0, help="seed of the fitted methods (default: 0)")
     run.add_argument("--seeds", type=int, nargs="+", metavar="S",
                      help="replicates: run each variant with randomness (flow, cluster-pca, a sampled fit corpus) once "
@@ -154,6 +160,29 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
     run.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (off by default)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars (model loading's too)")
+    grid = run.add_argument_group("the grid (models x tasks) and where it runs")
+    grid.add_argument("--dry-run", action="store_true",
+                      help="print the plan (jobs, results present and missing, where each task's data is) and stop")
+    grid.add_argument("--engine", choices=["local", "dask", "slurm"], default="local",
+                      help="local: this process (default); dask: a Dask cluster (--scheduler, else a local one of "
+                      "--workers processes); slurm: Dask workers as Slurm jobs (dask-jobqueue)")
+    grid.add_argument("--scheduler", metavar="ADDR", help="dask: a running scheduler, e.g. tcp://host:8786 (env "
+                      "DASK_SCHEDULER_ADDRESS)")
+    grid.add_argument("--workers", type=positive_int, default=2, help="dask: worker processes of the local cluster "
+                      "started when no scheduler is given (default: 2)")
+    grid.add_argument("--slurm-jobs", type=positive_int, default=4, metavar="N",
+                      help="slurm: Slurm jobs, one Dask worker each (default: 4)")
+    grid.add_argument("--slurm-partition", metavar="P", help="slurm: partition (queue)")
+    grid.add_argument("--slurm-account", metavar="A", help="slurm: account to charge")
+    grid.add_argument("--slurm-walltime", default="04:00:00", metavar="HH:MM:SS", help="slurm: per job (default: "
+                      "04:00:00)")
+    grid.add_argument("--slurm-memory", default="32GB", metavar="M", help="slurm: per job (default: 32GB)")
+    grid.add_argument("--slurm-cores", type=positive_int, default=8, metavar="N", help="slurm: CPU cores per job "
+                      "(default: 8)")
+    grid.add_argument("--scheduler-host", metavar="HOST", help="slurm: the address the compute nodes reach this "
+                      "machine's scheduler at (default: this machine's)")
+    grid.add_argument("--gpus-per-job", type=int, default=1, metavar="N",
+                      help="slurm: GPUs per Slurm job (--gres=gpu:N; 0 for CPU jobs; default: 1)")
 
 
 def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
@@ -228,82 +257,60 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Evaluate every variant on every task; print the table of main scores. 1 when some cell failed."""
-    from iso_bench.report import format_summary, summary_header
-    from iso_bench.runner import RunConfig, run
+    """Evaluate every variant of every model on every task; print the table of main scores. 1 when some cell
+    (or, in a grid, some job) failed."""
+    from iso_bench.files import remove_empty_folders
+    from iso_bench.grid.plan import reproduce_command
+    from iso_bench.grid.report import print_run, print_stopped
+    from iso_bench.runner import RunConfig, RunStopped, run
 
     cfg = RunConfig(
-        model=args.model, revision=args.revision, methods=args.methods, tasks=args.tasks,
+        model=args.model[0], revision=args.revision, methods=args.methods, tasks=args.tasks,
         results_dir=args.results, data_dir=args.data_dir, cache_dir=args.cache_dir, device=args.device,
         batch_size=args.batch_size, fit_corpus=args.fit_corpus, fit_sample=args.fit_sample, seed=args.seed,
-        fit_budget=args.fit_budget,
-        seeds=args.seeds or (), resamples=args.resamples,
-        pooling=args.pooling,
-        layer=args.layer, overwrite=args.overwrite, threads=args.threads, progress=not args.no_progress,
-        trust_remote_code=args.trust_remote_code, command=_reproduce_command(args),
+        fit_budget=args.fit_budget, token_cache_texts=args.token_cache_texts, seeds=args.seeds or (),
+        resamples=args.resamples, pooling=args.pooling, layer=args.layer, overwrite=args.overwrite,
+        threads=args.threads, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
+        command=reproduce_command(args, args.model[0]),
     )
-    from iso_bench.runner import RunStopped
-
     results, existed = Path(args.results).expanduser(), Path(args.results).expanduser().exists()
     try:
+        if len(args.model) > 1 or args.engine != "local" or args.dry_run:
+            return _run_grid(args, cfg)
         summary = run(cfg)
     except RunStopped as stop:  # the results disk is full or read-only: what exists, what does not
-        print(f"\n{summary_header(stop.summary)}")
-        print(format_summary(stop.summary))
-        print(f"\nstopped: {len(stop.written)} results of this run are on disk, {len(stop.missing)} are not "
-              "(shown as – above):", file=sys.stderr)
-        for label, task in stop.missing:
-            print(f"  not written: {label} on {task}", file=sys.stderr)
+        print_stopped(stop)
         raise
     except BaseException:
         if not existed:  # a run that failed before writing anything leaves no empty results folder behind
-            _remove_empty(results)
+            remove_empty_folders(results)
         raise
-    print(f"\n{summary_header(summary)}")
-    print(format_summary(summary))
-    stats = summary.encode_stats
-    fits, loaded = sum(summary.fits_run.values()), sum(summary.fits_loaded.values())
-    print(f"\nraw vectors: {stats.get('computed', 0)} texts encoded, {stats.get('reused', 0)} reused from the cache;"
-          f" fits: {fits} run, {loaded} loaded from the fit cache; {summary.seconds:.1f} s; results in "
-          f"{summary.results_dir}")
-    if summary.errors:
-        print("\nfailed (shown as – above, never averaged):", file=sys.stderr)
-        for variant, errors in summary.errors.items():
-            for task, message in errors.items():
-                print(f"  {variant} on {task}: {message}", file=sys.stderr)
-        return 1
-    return 0
+    return print_run(summary)
 
 
-def _remove_empty(folder: Path) -> None:
-    """Remove ``folder`` and the folders under it when none of them holds a file."""
-    if not folder.is_dir() or any(p.is_file() or p.is_symlink() for p in folder.rglob("*")):
-        return
-    for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-        sub.rmdir()
-    folder.rmdir()
+def _run_grid(args: argparse.Namespace, cfg: object) -> int:
+    """Several models, another engine or ``--dry-run``: the grid (:mod:`iso_bench.grid.grid`)."""
+    from iso_bench.grid.engines import DaskEngine, slurm_cluster
+    from iso_bench.grid.grid import run_grid
+    from iso_bench.grid.report import print_grid
 
+    engine = None
+    if not args.dry_run and args.engine == "dask":
+        engine = DaskEngine(args.scheduler, workers=args.workers)
+    elif not args.dry_run and args.engine == "slurm":
+        cluster = slurm_cluster(jobs=args.slurm_jobs, partition=args.slurm_partition, account=args.slurm_account,
+                                walltime=args.slurm_walltime, memory=args.slurm_memory, cores=args.slurm_cores,
+                                gpus=args.gpus_per_job, scheduler_host=args.scheduler_host)
+        engine = DaskEngine(cluster=cluster)
+    from iso_bench.grid.plan import reproduce_command
 
-def _reproduce_command(args: argparse.Namespace) -> str:
-    """The ``iso-bench run`` command line that reproduces these numbers (paths and speed flags left out)."""
-    import shlex
-
-    parts = ["iso-bench", "run", "--model", args.model]
-    if args.revision:
-        parts += ["--revision", args.revision]
-    parts += ["--methods", *args.methods, "--tasks", *args.tasks]
-    defaults = {"--fit-corpus": "task", "--fit-sample": None, "--fit-budget": None, "--seed": 0, "--pooling": None,
-                "--layer": None}
-    given = {"--fit-corpus": args.fit_corpus, "--fit-sample": args.fit_sample, "--fit-budget": args.fit_budget,
-             "--seed": None if args.seeds else args.seed, "--pooling": args.pooling, "--layer": args.layer}
-    for flag, value in given.items():
-        if value is not None and value != defaults[flag]:
-            parts += [flag, str(value)]
-    if args.seeds:
-        parts += ["--seeds", *map(str, args.seeds)]
-    if args.resamples != 1000:
-        parts += ["--resamples", str(args.resamples)]
-    return shlex.join(parts)
+    commands = {m: reproduce_command(args, m) for m in args.model}
+    try:
+        grid = run_grid(args.model, cfg, engine=engine, dry_run=args.dry_run, commands=commands)
+    finally:
+        if engine is not None:
+            engine.close()
+    return 0 if args.dry_run else print_grid(grid)
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -323,20 +330,12 @@ def cmd_outliers(args: argparse.Namespace) -> int:
     """Outlier dimensions of every layer of a model, as markdown, JSON and a figure."""
     from iso_bench.backbone import load_backbone
     from iso_bench.checks import check_results_dir, set_threads
-    from iso_bench.outliers import analyse
+    from iso_bench.outliers import analyse, outlier_corpus
     from iso_bench.report import write_outlier_reports
 
     check_results_dir(args.output, "--output")
     set_threads(args.threads)
-    if Path(args.corpus).is_file():
-        from iso_bench.fit_corpus import read_text_file
-
-        texts, corpus = read_text_file(args.corpus), f"file {Path(args.corpus).name}"
-    else:
-        from iso_bench.data import get_task
-        from iso_bench.fit_corpus import task_texts
-
-        texts, corpus = task_texts(get_task(args.corpus, args.data_dir)), f"{args.corpus} test sentences"
+    texts, corpus = outlier_corpus(args.corpus, args.data_dir)
     backbone = load_backbone(args.model, args.revision, device=args.device, hidden_states=True)
     report = analyse(backbone, texts, args.layers, batch_size=args.batch_size, progress=not args.no_progress,
                      corpus=corpus)

@@ -194,3 +194,12 @@ def read_lines(path: Path, error: type[Exception]) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return [s[:-1] if s.endswith("\r") else s for s in lines]
+
+
+def remove_empty_folders(folder: Path) -> None:
+    """Remove ``folder`` and the folders under it when none of them holds a file."""
+    if not folder.is_dir() or any(p.is_file() or p.is_symlink() for p in folder.rglob("*")):
+        return
+    for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        sub.rmdir()
+    folder.rmdir()

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iso_bench.cards import expand_tasks
 from iso_bench.grid.plan import RunConfig, RunStopped, RunSummary  # noqa: F401 - the runner's public names
 from iso_bench.grid.plan import canonical_spec as _canonical
 from iso_bench.grid.plan import complete as _complete  # noqa: F401 - named here for tests and callers
@@ -28,25 +27,10 @@ from iso_bench.grid.plan import missing_results as _missing
 from iso_bench.grid.plan import seeded as _seeded
 from iso_bench.grid.plan import stopped as _stopped
 from iso_bench.grid.plan import variant_meta_of as _variant_meta
+from iso_bench.grid.tasks import build_task, get_task, resolve  # noqa: F401 - get_task: named here for callers
 
 logger = logging.getLogger(__name__)
 
-
-
-def _get_task(name: str) -> Any:
-    """``mteb.get_task``, with an error that suggests close task and suite names."""
-    import sys
-
-    import mteb
-
-    from iso_bench.cards import unknown_task_message
-    from iso_bench.registry import UnknownNameError
-
-    try:
-        return mteb.get_task(name)
-    except KeyError:
-        known = sys.modules["mteb.get_tasks"]._TASKS_REGISTRY
-        raise UnknownNameError(unknown_task_message(name, known)) from None
 
 
 class _DropSuperseded(logging.Filter):
@@ -93,14 +77,18 @@ def run(cfg: RunConfig) -> RunSummary:
             log.removeFilter(once)
 
 
-def _normalized(cfg: RunConfig) -> RunConfig:
+def normalized_model(model: str) -> str:
     """A local model folder is named by its absolute path (a relative one would not name the same folder
-    for mteb, the cache and the results); the variant names are checked before any work."""
+    for mteb, the cache and the results); a hub id is itself."""
+    folder = Path(model).expanduser()
+    return str(folder.resolve()) if folder.is_dir() else model
+
+
+def _normalized(cfg: RunConfig) -> RunConfig:
+    """The model named as :func:`normalized_model` says; the variant names are checked before any work."""
     from iso_bench.mteb_plugin import variant_name
 
-    folder = Path(cfg.model).expanduser()
-    if folder.is_dir():
-        cfg = dataclasses.replace(cfg, model=str(folder.resolve()))
+    cfg = dataclasses.replace(cfg, model=normalized_model(cfg.model))
     for spec in cfg.methods:
         variant_name(cfg.model, spec)
     return cfg
@@ -127,7 +115,7 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     from iso_bench.data import mirror_dir, use_source
     from iso_bench.fit_corpus import CorpusProvider
 
-    task_names = expand_tasks(cfg.tasks)
+    refs = list(cfg.task_refs) or resolve(list(cfg.tasks))  # suites, tasks, mteb benchmarks
     check_results_dir(cfg.results_dir)
     check_device(cfg.device)
     set_threads(cfg.threads)
@@ -137,14 +125,14 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     mirror_dir(cfg.data_dir)  # validates the mirror folder
     corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed)
     corpus.check()  # a fit corpus file is read before any encoding
-    tasks = [_get_task(name) for name in task_names]
+    tasks = [build_task(ref) for ref in refs]
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
     corpus.add_tasks(tasks)
     corpus.check(tasks if any(type(m).fitted for m, _ in made) else ())  # e.g. "train" of a task without one
-    return _Prepared(tasks, sources, corpus, _peek_revision(cfg), dims.get("sentence"))
+    return _Prepared(tasks, sources, corpus, peek_revision(cfg), dims.get("sentence"))
 
 
-def _peek_revision(cfg: RunConfig) -> str | None:
+def peek_revision(cfg: RunConfig) -> str | None:
     """The revision the backbone will record, where it is known without loading the model: mteb's pinned
     revision of a model mteb runs, a local folder's checksum, the commit of the cached config; else None."""
     from iso_bench.files import folder_revision
@@ -198,7 +186,7 @@ and cache folder (a benchmark, a notebook) does not read the folder again while 
 
 def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
     """Load the backbone (once) and encode every text of ``tasks`` that the raw-vector cache lacks."""
-    from iso_bench.cache import EmbeddingStore, default_cache_dir
+    from iso_bench.cache import EmbeddingStore, default_cache_dir, default_token_cache_texts
     from iso_bench.encoder import base_record
     from iso_bench.methods import make_method
 
@@ -218,24 +206,25 @@ def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
             store = _STORES[key] = EmbeddingStore(run.backbone, folder, kinds=kinds, batch_size=cfg.batch_size,
                                                   progress=cfg.progress)
         store.progress, store.stats = cfg.progress, {"computed": 0, "reused": 0}
+        store.token_cache_texts = cfg.token_cache_texts or default_token_cache_texts()
         run.store = store
     _encode_all(run.store, tasks, run.corpus, run.store.kinds)
 
 
 def _encode_all(store: Any, tasks: list[Any], corpus: Any, kinds: tuple[str, ...]) -> None:
     """One encode for all, before any variant runs: every text of every task (and of its fit corpus), each
-    with its prompt type."""
+    with its prompt type, chunk by chunk and nothing read back (a corpus of millions of texts costs the
+    memory of one chunk). The store learns each task's size: a large task's token vectors are not kept."""
     from iso_bench.fit_corpus import TRAIN, task_text_groups
 
     for task in tasks:
         groups = task_text_groups(task)
         if corpus.setting == TRAIN:  # the training split is fitted on, but not among the evaluated texts
             groups += list(corpus(task.metadata.name).groups)
+        store.note_task_size(task.metadata.name, sum(len(texts) for _, texts in groups))
         for prompt_type, texts in groups:
-            where = {"task_metadata": task.metadata, "prompt_type": prompt_type}
-            store.sentences(list(texts), desc=f"encoding {task.metadata.name}", **where)
-            if "tokens" in kinds:
-                store.tokens(list(texts), **where)
+            store.ensure(texts, desc=f"encoding {task.metadata.name}", task_metadata=task.metadata,
+                         prompt_type=prompt_type)
 
 
 def _run(cfg: RunConfig) -> RunSummary:

@@ -30,6 +30,7 @@ class RunConfig:
     revision: str | None = None
     methods: Sequence[str] = DEFAULT_METHODS
     tasks: Sequence[str] = ("mteb-sts",)
+    task_refs: Sequence[Any] = ()  # resolved tasks (iso_bench.grid.tasks.TaskRef): a grid's job sets them
     results_dir: str | Path = "results"
     data_dir: str | Path | None = None
     cache_dir: str | Path | None = None
@@ -38,6 +39,7 @@ class RunConfig:
     fit_corpus: str = "task"  # "task", "train" or a text file
     fit_sample: int | None = None  # fit on a seeded sample of this many texts (huge corpora)
     fit_budget: int | None = None  # texts a fit reads at once (None: $ISO_BENCH_FIT_BUDGET or 100,000)
+    token_cache_texts: int | None = None  # largest task whose token vectors are cached (None: env or 100,000)
     seed: int = 0
     seeds: Sequence[int] = ()  # replicates: each seed once, for the variants with randomness (default: (seed,))
     pooling: str | None = None
@@ -138,6 +140,29 @@ def variant_meta_of(cfg: RunConfig, run: Any, spec: str) -> Any:
     loader = {k: v for k, v in loader.items() if v is not None}
     return variant_meta(cfg.model, spec, revision=run.revision, embed_dim=run.dim,
                         experiment=experiment, **loader)
+
+
+def reproduce_command(args: Any, model: str) -> str:
+    """The ``iso-bench run`` command line that reproduces the numbers of ``model`` from the parsed options
+    ``args`` (paths, speed and engine flags left out): recorded in every result."""
+    import shlex
+
+    parts = ["iso-bench", "run", "--model", model]
+    if args.revision:
+        parts += ["--revision", args.revision]
+    parts += ["--methods", *args.methods, "--tasks", *args.tasks]
+    defaults = {"--fit-corpus": "task", "--fit-sample": None, "--fit-budget": None, "--seed": 0, "--pooling": None,
+                "--layer": None}
+    given = {"--fit-corpus": args.fit_corpus, "--fit-sample": args.fit_sample, "--fit-budget": args.fit_budget,
+             "--seed": None if args.seeds else args.seed, "--pooling": args.pooling, "--layer": args.layer}
+    for flag, value in given.items():
+        if value is not None and value != defaults[flag]:
+            parts += [flag, str(value)]
+    if args.seeds:
+        parts += ["--seeds", *map(str, args.seeds)]
+    if args.resamples != 1000:
+        parts += ["--resamples", str(args.resamples)]
+    return shlex.join(parts)
 
 
 def stopped(cause: Exception, run: Any, states: list[Any], cache: Any, summary: RunSummary) -> RunStopped:

@@ -1,0 +1,70 @@
+"""What ``iso-bench run`` prints when it ends: the table of main scores per model, what was encoded and fitted,
+the cells or jobs that failed (never averaged), the jobs that ran more than once, or, when the results disk
+stopped the run, which results exist. Each returns the command's exit status (1 when something failed)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def print_run(summary: Any) -> int:
+    """A single-process run of one model."""
+    from iso_bench.report import format_summary, summary_header
+
+    print(f"\n{summary_header(summary)}")
+    print(format_summary(summary))
+    stats = summary.encode_stats
+    fits, loaded = sum(summary.fits_run.values()), sum(summary.fits_loaded.values())
+    print(f"\nraw vectors: {stats.get('computed', 0)} texts encoded, {stats.get('reused', 0)} reused from the cache;"
+          f" fits: {fits} run, {loaded} loaded from the fit cache; {summary.seconds:.1f} s; results in "
+          f"{summary.results_dir}")
+    return print_failed_cells(summary.errors)
+
+
+def print_stopped(stop: Any) -> None:
+    """A run stopped by its results disk: the scores that exist, and every result that is not on disk."""
+    from iso_bench.report import format_summary, summary_header
+
+    print(f"\n{summary_header(stop.summary)}")
+    print(format_summary(stop.summary))
+    print(f"\nstopped: {len(stop.written)} results of this run are on disk, {len(stop.missing)} are not "
+          "(shown as – above):", file=sys.stderr)
+    for label, task in stop.missing:
+        print(f"  not written: {label} on {task}", file=sys.stderr)
+
+
+def print_grid(grid: Any) -> int:
+    """A grid: a table per model, the jobs run, reruns, failed jobs with their reason and log."""
+    from iso_bench.report import format_summary, summary_header
+
+    results_dir = None
+    for summary in grid.models.values():
+        results_dir = summary.results_dir
+        if summary.scores:
+            print(f"\n{summary_header(summary)}")
+            print(format_summary(summary))
+    print(f"\n{grid.jobs_run} jobs run in {grid.seconds:.1f} s; results in {results_dir}")
+    for label, attempts in grid.rerun.items():
+        print(f"rerun: {label} ran {attempts} times (a worker was lost); each result is written once, whole",
+              file=sys.stderr)
+    for failed in grid.failed:
+        where = f" (log: {failed['log']})" if failed.get("log") else ""
+        reason = failed.get("reason") or "; ".join(f"{k}: {v}" for k, v in failed.get("errors", {}).items())
+        print(f"failed: {failed['model']} on {failed['task']}: {reason}{where}", file=sys.stderr)
+    cells = {f"{model}: {label}": errors for model, s in grid.models.items() for label, errors in s.errors.items()}
+    failed_jobs = {(f["model"], f["task"]) for f in grid.failed}
+    cells = {k: {t: m for t, m in v.items() if (k.split(": ")[0], t) not in failed_jobs} for k, v in cells.items()}
+    status = print_failed_cells({k: v for k, v in cells.items() if v})
+    return 1 if grid.failed else status
+
+
+def print_failed_cells(errors: dict[str, dict[str, Any]]) -> int:
+    """The cells that failed (shown as – in the table, never averaged); 1 when there are any."""
+    if not errors:
+        return 0
+    print("\nfailed (shown as – above, never averaged):", file=sys.stderr)
+    for variant, by_task in errors.items():
+        for task, message in by_task.items():
+            print(f"  {variant} on {task}: {message}", file=sys.stderr)
+    return 1

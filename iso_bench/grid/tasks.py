@@ -1,0 +1,121 @@
+"""What ``--tasks`` names: iso-bench's suites, single tasks (iso-bench's or mteb's), and mteb's own benchmarks.
+
+A name that is neither a suite nor a known task is asked of mteb (``mteb.get_benchmark``), so a benchmark mteb
+adds (``"MTEB(eng, v2)"``, ``"MTEB(Multilingual, v2)"``, ...) works without a change here. A benchmark's task
+objects can be narrower than the task of the same name (``STS17`` with its English subsets only): a task that
+comes from a benchmark is looked up in that benchmark again wherever it is built (:func:`build_task`), so a job
+on another machine evaluates the very same task.
+
+:func:`data_at_hand` tells, without loading anything, where a task's data would come from: the mirror
+(``--data-dir``), the Hugging Face hub cache, or nowhere here (the hub must then be reachable).
+
+Example:
+    >>> [ref.name for ref in resolve(["mteb-sts"])][:2]                     # doctest: +SKIP
+    ['STS12', 'STS13']
+    >>> resolve(["MTEB(eng, v2)"])[0]                                      # doctest: +SKIP
+    TaskRef(name='ArguAna', benchmark='MTEB(eng, v2)')
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iso_bench.registry import UnknownNameError
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """A task by name, and the mteb benchmark it was named through (None: by its own name or a suite)."""
+
+    name: str
+    benchmark: str | None = None
+
+
+def resolve(names: list[str] | tuple[str, ...]) -> list[TaskRef]:
+    """The tasks ``names`` stand for, in order, each once (first occurrence wins)."""
+    from iso_bench.cards import find_card, suites
+
+    groups, out = suites(), []
+    for name in names:
+        if name in groups:
+            out += [TaskRef(t) for t in groups[name]]
+        elif find_card(name) is not None or _mteb_task(name):
+            out.append(TaskRef(name))
+        else:
+            out += [TaskRef(t.metadata.name, name) for t in _benchmark(name).tasks]
+    seen: dict[str, TaskRef] = {}
+    for ref in out:
+        seen.setdefault(ref.name, ref)
+    return list(seen.values())
+
+
+def build_task(ref: TaskRef) -> Any:
+    """The mteb task object of ``ref`` (no data loaded): the benchmark's own where it came from one."""
+    if ref.benchmark is not None:
+        for task in _benchmark(ref.benchmark).tasks:
+            if task.metadata.name == ref.name:
+                return task
+        raise UnknownNameError(f"task {ref.name!r} is not in mteb's benchmark {ref.benchmark!r}")
+    return get_task(ref.name)
+
+
+def get_task(name: str) -> Any:
+    """``mteb.get_task``, with an error that suggests close task, suite and benchmark names."""
+    import mteb
+
+    try:
+        return mteb.get_task(name)
+    except KeyError:
+        return _benchmark(name)  # not a benchmark either: its error names the close ones
+
+
+def data_at_hand(task: Any, data_dir: str | Path | None = None) -> str:
+    """Where the data of ``task`` would be read from, without reading it: ``"mirror"`` (under the data
+    directory), ``"hub cache"`` (the Hugging Face cache holds the dataset), ``"iso-bench data"`` (an iso-bench
+    task whose release folder is at hand) or ``"missing"`` (the hub, or the release archive, must be reachable).
+    A task built on another mteb task (the isotropy task on STS-B) is told by its dataset's path."""
+    root = data_dir if data_dir is not None else os.environ.get("ISO_BENCH_DATA_DIR")
+    root = Path(root).expanduser() if root else None
+    source = getattr(getattr(task, "card", None), "source", None)
+    if hasattr(source, "locate"):  # an iso-bench task: its card names its release folder
+        if (root is not None and (root / source.path).is_dir()) or (source.download_root() / source.path).is_dir():
+            return "iso-bench data"
+        return "missing (downloaded on first use)"
+    repo = str(task.metadata.dataset.get("path", ""))
+    if root is not None and any((base / repo).is_dir() for base in (root, root / "hub")):
+        return "mirror"
+    if Path(repo).is_dir():
+        return "mirror"
+    from huggingface_hub import constants
+
+    if (Path(constants.HF_HUB_CACHE) / f"datasets--{repo.replace('/', '--')}").is_dir():
+        return "hub cache"
+    return "missing"
+
+
+def _mteb_task(name: str) -> bool:
+    import mteb
+
+    try:
+        mteb.get_task(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _benchmark(name: str) -> Any:
+    import mteb
+
+    try:
+        return mteb.get_benchmark(name)
+    except (KeyError, ValueError):
+        import sys
+
+        from iso_bench.cards import unknown_task_message
+
+        known = [*sys.modules["mteb.get_tasks"]._TASKS_REGISTRY, *(b.name for b in mteb.get_benchmarks())]
+        raise UnknownNameError(unknown_task_message(name, known).replace("task or suite", "task, suite or mteb "
+                                                                          "benchmark")) from None
