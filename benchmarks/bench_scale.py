@@ -210,6 +210,8 @@ def main() -> None:
                         help="dimension of the synthetic vectors (default: 384, all-MiniLM-L6-v2's, which the "
                         "default methods assume)")
     parser.add_argument("--tmp", default=None, help="folder for the runs' caches and results (default: the system's)")
+    kinds = ["sentence", "tokens", "mteb"]
+    parser.add_argument("--runs", nargs="+", choices=kinds, default=kinds, help="which runs (default: all three)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -218,6 +220,7 @@ def main() -> None:
 
     jobs = [*({"kind": "sentence", "n": n} for n in args.sizes),
             *({"kind": "tokens", "n": n} for n in args.token_sizes), {"kind": "mteb", "n": max(args.sizes)}]
+    jobs = [job for job in jobs if job["kind"] in args.runs]
     print(f"synthetic backbone: {args.dim}-d, {TOKENS} tokens per text; retrieval with {args.queries} queries; "
           f"one fresh process per run", flush=True)
     print(f"\n{'run':<10}{'n':>10}{'seconds':>10}{'peak RSS GB':>13}  methods")

@@ -40,6 +40,9 @@ FIT_BUDGET = 100_000
 abtt, whiten, clip: the same fit up to rounding) and sampled, seeded and recorded, for the others (cluster-pca,
 flow). Every STS, WiC and WSD task's corpus is far below it: their fits read their whole corpus."""
 FIT_BATCH = 16_384  # texts per batch of a streaming fit
+TOKEN_SHARE = 4  # a token-level fit that does not stream reads at most fit_budget / 4 texts (25,000 by default)
+TRANSFORM_BATCH = 4096  # texts whose token vectors a token-level variant transforms and pools at a time
+TRANSFORM_ROWS = 16_384  # sentence vectors a variant transforms at a time (every STS task's column at once)
 
 
 def fit_budget() -> int:
@@ -142,7 +145,7 @@ class _Variant:
         if not type(self._prototype).fitted:
             self.fit_records.setdefault(task_name or "", {"fit_corpus": None})
             return self._prototype
-        corpus = self._within_budget(self.corpus(task_name))
+        corpus = self._within_budget(self.corpus(task_name), level)
         key = f"{corpus.key}@{level}"
         if key not in self._fitted:
             method = self._new_method(self.method_spec)[0]
@@ -210,14 +213,16 @@ class _Variant:
                 set_aside(path, exc)
         return None, None, (path, key)
 
-    def _within_budget(self, corpus: Any) -> Any:
-        """The fit corpus a fit reads: ``corpus`` itself when it has at most ``fit_budget`` texts, or when
-        the method streams (its statistics accumulate batch by batch, :meth:`_fit_batches`); else a seeded
-        sample of ``fit_budget`` texts, recorded as ``--fit-sample`` records one."""
-        if len(corpus.texts) <= self.fit_budget or type(self._prototype).streams:
+    def _within_budget(self, corpus: Any, level: str = "sentence") -> Any:
+        """The fit corpus a fit reads: ``corpus`` itself when it has at most ``fit_budget`` texts (a quarter
+        of it for a token-level fit, whose texts give 10 to 100 vectors each), or when the method streams
+        (its statistics accumulate batch by batch, :meth:`_fit_batches`); else a seeded sample of that many
+        texts, recorded as ``--fit-sample`` records one."""
+        budget = self.fit_budget if level == "sentence" else max(1, self.fit_budget // TOKEN_SHARE)
+        if len(corpus.texts) <= budget or type(self._prototype).streams:
             return corpus
         if corpus.key not in self._samples:
-            self._samples[corpus.key] = corpus.sample(self.fit_budget, self.seed, reason="fit budget")
+            self._samples[corpus.key] = corpus.sample(budget, self.seed, reason="fit budget")
         return self._samples[corpus.key]
 
     def _fit_batches(self, corpus: Any, level: str) -> Any:
@@ -254,17 +259,30 @@ class _Variant:
         ``encode``) pick the prompt a model's mteb implementation puts before them."""
         method = self.fitted_method(task_name)
         where = {"task_metadata": task_metadata, "prompt_type": prompt_type}
-        if self.level == "sentence":
-            return method.transform(self.store.sentences(texts, **where)).astype(np.float32)
-        toks = self.store.tokens(texts, **where)
-        lengths = [len(t) for t in toks]
-        if min(lengths, default=1) == 0:
-            empty = [texts[i] for i, n in enumerate(lengths) if n == 0][:3]
-            raise ValueError(f"texts without any non-special token cannot be pooled at token level: {empty!r}")
-        pooled = method.transform_means(np.concatenate(toks, axis=0), np.cumsum([0, *lengths[:-1]]))
-        if getattr(self.store.backbone.extraction, "normalize", False):
-            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        return pooled.astype(np.float32)
+        if self.level == "sentence":  # transformed a block of rows at a time: O(block) working memory
+            X = self.store.sentences(texts, **where)
+            if len(X) <= TRANSFORM_ROWS:
+                return method.transform(X).astype(np.float32)
+            out = None
+            for i in range(0, len(X), TRANSFORM_ROWS):
+                Z = method.transform(X[i:i + TRANSFORM_ROWS])
+                if out is None:
+                    out = np.empty((len(X), Z.shape[1]), np.float32)
+                out[i:i + len(Z)] = Z
+            return out
+        parts = []
+        for i in range(0, len(texts), TRANSFORM_BATCH):  # the token vectors of a batch of texts at a time
+            batch = list(texts[i:i + TRANSFORM_BATCH])
+            toks = self.store.tokens(batch, **where)
+            lengths = [len(t) for t in toks]
+            if min(lengths, default=1) == 0:
+                empty = [batch[j] for j, n in enumerate(lengths) if n == 0][:3]
+                raise ValueError(f"texts without any non-special token cannot be pooled at token level: {empty!r}")
+            pooled = method.transform_means(np.concatenate(toks, axis=0), np.cumsum([0, *lengths[:-1]]))
+            if getattr(self.store.backbone.extraction, "normalize", False):
+                pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            parts.append(pooled.astype(np.float32))
+        return np.concatenate(parts, axis=0) if parts else np.zeros((0, self.store.backbone.dim), np.float32)
 
     @_one_blas_thread
     def word_vectors(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], task_name: str | None, *,

@@ -114,7 +114,8 @@ def test_only_iso_bench_errors_are_caught(monkeypatch: pytest.MonkeyPatch, capsy
         main(["list"])
 
 
-HEAVY = "heavy = sorted(m for m in ('torch', 'mteb', 'transformers') if m in sys.modules); assert not heavy, heavy"
+HEAVY = ("heavy = sorted(m for m in ('torch', 'mteb', 'transformers', 'dask', 'distributed') if m in sys.modules); "
+         "assert not heavy, heavy")
 HELP = "from iso_bench.cli import main\ntry:\n    main({argv})\nexcept SystemExit as e:\n    assert e.code == 0"
 
 
@@ -128,7 +129,7 @@ HELP = "from iso_bench.cli import main\ntry:\n    main({argv})\nexcept SystemExi
     ],
     ids=["import", "help", *(f"{command}-help" for command in sorted(OPTIONS)), "list"],
 )
-def test_help_and_list_load_neither_torch_nor_mteb(code: str) -> None:
+def test_help_and_list_load_neither_torch_nor_mteb_nor_dask(code: str) -> None:
     proc = subprocess.run([sys.executable, "-c", f"import sys\n{code}\n{HEAVY}"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr

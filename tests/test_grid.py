@@ -222,6 +222,16 @@ def test_the_plan_of_an_mteb_benchmark_names_its_tasks_and_their_data_without_lo
     assert not (tmp_path / "r").exists()  # a dry run writes nothing
 
 
+def test_the_local_engine_imports_no_dask(mirror, tmp_path: Path) -> None:
+    code = ("import sys\nfrom iso_bench.cli import main\n"
+            f"assert main(['run', '--model', 'a/b', 'c/d', '--tasks', 'STS12', '--dry-run', '--results', "
+            f"{str(tmp_path)!r}]) == 0\n"
+            "assert not [m for m in ('dask', 'distributed') if m in sys.modules]")
+    done = subprocess.run([sys.executable, "-c", code], env=_env(mirror), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "plan: 2 model(s) x 1 task(s) = 2 jobs" in done.stdout
+
+
 def test_an_unknown_name_suggests_tasks_suites_and_benchmarks(capsys) -> None:
     from iso_bench.cli import main
 

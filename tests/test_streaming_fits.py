@@ -98,9 +98,14 @@ def test_a_corpus_over_the_budget_streams_into_the_same_fit(tmp_path, monkeypatc
 
 def test_a_corpus_over_the_budget_is_sampled_for_a_method_that_does_not_stream(tmp_path, monkeypatch) -> None:
     texts = _texts(60)
-    variant, _ = _variant("cluster-pca-2-1", texts, 20, tmp_path, monkeypatch)
+    variant, _ = _variant("cluster-pca-2-0", texts, 40, tmp_path, monkeypatch)
     variant.fitted_method(None)
-    (record,) = [r for k, r in variant.fit_records.items() if k.endswith("@20")]
-    assert record["sample"] == 20 and record["sample_seed"] == 3 and record["n_texts_total"] == 60
-    assert record["sample_reason"] == "fit budget" and record["n_texts"] == 20
-    assert record["fits"][0]["level"] == "token" and record["fits"][0]["n_vectors"] == 100  # 20 texts of 5 words
+    # a token-level fit reads a quarter of the budget's texts: 10 of 40, each of 5 words, so 50 token vectors
+    (record,) = [r for k, r in variant.fit_records.items() if k.endswith("@10")]
+    assert record["sample"] == 10 and record["sample_seed"] == 3 and record["n_texts_total"] == 60
+    assert record["sample_reason"] == "fit budget" and record["n_texts"] == 10
+    assert record["fits"][0]["level"] == "token" and record["fits"][0]["n_vectors"] == 50
+    sentence, _ = _variant("cluster-pca-2-0-level=sentence", texts, 40, tmp_path, monkeypatch)  # 40 texts
+    sentence.fitted_method(None)
+    (record,) = [r for k, r in sentence.fit_records.items() if k.endswith("@40")]
+    assert record["sample"] == 40 and record["fits"][0]["n_vectors"] == 40

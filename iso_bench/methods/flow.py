@@ -208,9 +208,11 @@ class Flow(Method):
             if device.type == "cpu":
                 torch.set_num_threads(1)  # tiny tensors: more threads only add synchronisation
             # the standardised vectors, computed in float64 and rounded to the float32 that training runs in
-            centred = (X if len(active) == d else X[:, active]) - mean[active]
-            standardised = np.divide(centred, scale[active], out=np.empty(centred.shape, np.float32),
-                                     casting="same_kind")
+            standardised = np.empty((n, len(active)), np.float32)
+            for i in range(0, n, 8192):  # block by block: no second float64 copy of a large fit corpus
+                rows = X[i:i + 8192]
+                centred = (rows if len(active) == d else rows[:, active]) - mean[active]
+                np.divide(centred, scale[active], out=standardised[i:i + 8192], casting="same_kind")
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.seed)
                 blocks, history = _train(torch, standardised, self, steps, device)
