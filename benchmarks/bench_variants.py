@@ -12,8 +12,8 @@ bootstrap intervals of 1,000 resamples), at a fixed, printed thread count:
    prints how many fits it ran, which must be 0).
 
 Each run's time is broken down by phase (exclusive: a phase inside another counts once): model loading,
-dataset loading, the model's forward passes (every outermost call of a transformers model, timed by torch's
-global module hooks), the rest of encoding (tokenizing, token extraction, cache writes), reading raw vectors
+dataset loading, the model's forward passes (the time inside the model's transformers modules, timed by
+torch's global module hooks), the rest of encoding (tokenizing, token extraction, cache writes), reading raw vectors
 for fits, fits per method, the fit cache, transforms, bootstrap intervals, result writing; "mteb evaluation
 and the rest" is what is left (mteb's scoring, planning, file checks). Imports are paid once, before run 1,
 and printed apart. The output ends with three lines:
@@ -106,25 +106,28 @@ class Phases:
 
 
 def time_forward_passes(phases: Phases) -> None:
-    """Every call of a transformers model (the outermost one, sentence-transformers' included) counts as the
-    phase "forward passes", through torch's global module hooks; on a GPU the time waits for the device."""
-    from transformers import PreTrainedModel
-
+    """The time inside the model's modules counts as the phase "forward passes", through torch's global module
+    hooks: from the start of an outermost call of a transformers module to its end (a model whose top module is
+    called through ``forward`` directly, as sentence-transformers does, counts its embeddings, encoder and
+    pooler calls); on a GPU the time waits for the device."""
     depth = [0]
+
+    def ours(module: Any) -> bool:
+        return type(module).__module__.startswith("transformers.")
 
     def sync() -> None:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.synchronize()
 
     def before(module: Any, args: Any) -> None:
-        if isinstance(module, PreTrainedModel):
+        if ours(module):
             if depth[0] == 0:
                 sync()
                 phases.begin()
             depth[0] += 1
 
     def after(module: Any, args: Any, output: Any) -> None:
-        if isinstance(module, PreTrainedModel):
+        if ours(module):
             depth[0] -= 1
             if depth[0] == 0:
                 sync()
