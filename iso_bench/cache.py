@@ -32,7 +32,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
@@ -42,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.files import atomic_write_text, cache_not_written, remove_stale_temporaries
+from iso_bench.files import atomic_write_text, cache_not_written, remove_stale_temporaries, slug
 from iso_bench.vectors.encoding import EncodeMissing
 from iso_bench.vectors.index import ShardIndex, group_by_shard, set_aside, text_key
 from iso_bench.vectors.shards import (  # noqa: F401 - the shard format, named here too
@@ -88,9 +87,6 @@ def default_cache_dir() -> Path:
 
 
 
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "__", text).strip("_") or "model"
 
 
 class EmbeddingStore(EncodeMissing):
@@ -141,9 +137,9 @@ class EmbeddingStore(EncodeMissing):
             info = backbone.describe()
             self.folder = (
                 Path(cache_dir).expanduser()
-                / _slug(info["model"])
-                / _slug(str(info["revision"]))
-                / _slug(backbone.extraction.key() if hasattr(backbone, "extraction") else "default")
+                / slug(info["model"])
+                / slug(str(info["revision"]))
+                / slug(backbone.extraction.key() if hasattr(backbone, "extraction") else "default")
             )
             meta = self.folder / "meta.json"
             try:

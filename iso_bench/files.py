@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -203,3 +204,13 @@ def remove_empty_folders(folder: Path) -> None:
     for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
         sub.rmdir()
     folder.rmdir()
+
+
+def slug(text: str) -> str:
+    """A file name for ``text`` (a model id, a revision, a task): every run of other characters than
+    letters, digits, ``.``, ``_`` and ``-`` becomes ``__``.
+
+    >>> slug("sentence-transformers/all-MiniLM-L6-v2"), slug("/tmp/my model")
+    ('sentence-transformers__all-MiniLM-L6-v2', 'tmp__my__model')
+    """
+    return re.sub(r"[^A-Za-z0-9._-]+", "__", text).strip("_") or "model"

@@ -208,10 +208,10 @@ def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
         store.progress, store.stats = cfg.progress, {"computed": 0, "reused": 0}
         store.token_cache_texts = cfg.token_cache_texts or default_token_cache_texts()
         run.store = store
-    _encode_all(run.store, tasks, run.corpus, run.store.kinds)
+    _encode_all(run.store, tasks, run.corpus)
 
 
-def _encode_all(store: Any, tasks: list[Any], corpus: Any, kinds: tuple[str, ...]) -> None:
+def _encode_all(store: Any, tasks: list[Any], corpus: Any) -> None:
     """One encode for all, before any variant runs: every text of every task (and of its fit corpus), each
     with its prompt type, chunk by chunk and nothing read back (a corpus of millions of texts costs the
     memory of one chunk). The store learns each task's size: a large task's token vectors are not kept."""

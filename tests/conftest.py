@@ -26,6 +26,19 @@ def loaded_task(name: str, dataset, **attrs):
     return task
 
 
+def small_mirror(root: Path, folders, pairs: int) -> Path:
+    """A mirror under ``root`` holding the first ``pairs`` lines of each STS mirror folder ``mteb/<folder>``
+    (skips where the shared mirror lacks one)."""
+    for folder in folders:
+        source = HUB_MIRROR / "mteb" / folder / "test.jsonl"
+        if not source.is_file():
+            pytest.skip(f"{source} is not available")
+        lines = source.read_text(encoding="utf-8").splitlines(keepends=True)[:pairs]
+        (root / "mteb" / folder).mkdir(parents=True)
+        (root / "mteb" / folder / "test.jsonl").write_text("".join(lines), encoding="utf-8")
+    return root
+
+
 def _missing(what: str) -> None:
     """Skip on a developer machine without the resource; fail in CI, where it must exist."""
     if os.environ.get("CI"):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import HUB_MIRROR, MINILM
+from .conftest import MINILM, small_mirror
 
 PAIRS = 40
 METHODS = ["raw", "center", "abtt-2"]
@@ -25,15 +25,7 @@ VOLATILE = {"evaluation_time", "evaluation_phases", "date", "kg_co2_emissions"}
 
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("mirror")
-    for folder in TASKS.values():
-        source = HUB_MIRROR / "mteb" / folder / "test.jsonl"
-        if not source.is_file():
-            pytest.skip(f"{source} is not available")
-        lines = source.read_text(encoding="utf-8").splitlines(keepends=True)[:PAIRS]
-        (root / "mteb" / folder).mkdir(parents=True)
-        (root / "mteb" / folder / "test.jsonl").write_text("".join(lines), encoding="utf-8")
-    return root
+    return small_mirror(tmp_path_factory.mktemp("mirror"), TASKS.values(), PAIRS)
 
 
 def _run(mirror: Path, out: Path, fault: str | None = None, term: bool = False) -> subprocess.CompletedProcess[str]:

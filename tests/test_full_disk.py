@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import HUB_MIRROR, MINILM
+from .conftest import MINILM, small_mirror
 
 PAIRS = 40
 METHODS = ["raw", "whiten-32"]
@@ -29,15 +29,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("mirror")
-    for folder in TASKS.values():
-        source = HUB_MIRROR / "mteb" / folder / "test.jsonl"
-        if not source.is_file():
-            pytest.skip(f"{source} is not available")
-        lines = source.read_text(encoding="utf-8").splitlines(keepends=True)[:PAIRS]
-        (root / "mteb" / folder).mkdir(parents=True)
-        (root / "mteb" / folder / "test.jsonl").write_text("".join(lines), encoding="utf-8")
-    return root
+    return small_mirror(tmp_path_factory.mktemp("mirror"), TASKS.values(), PAIRS)
 
 
 def _mount(folder: Path, size: str) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import HUB_MIRROR, MINILM
+from .conftest import HUB_MIRROR, MINILM, small_mirror
 
 pytest.importorskip("distributed")
 
@@ -30,15 +30,7 @@ VOLATILE = {"evaluation_time", "evaluation_phases", "date", "kg_co2_emissions"}
 
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("grid-mirror")
-    for folder in TASKS.values():
-        source = HUB_MIRROR / "mteb" / folder / "test.jsonl"
-        if not source.is_file():
-            pytest.skip(f"{source} is not available")
-        lines = source.read_text(encoding="utf-8").splitlines(keepends=True)[:PAIRS]
-        (root / "mteb" / folder).mkdir(parents=True)
-        (root / "mteb" / folder / "test.jsonl").write_text("".join(lines), encoding="utf-8")
-    return root
+    return small_mirror(tmp_path_factory.mktemp("grid-mirror"), TASKS.values(), PAIRS)
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from iso_bench.files import slug
 from iso_bench.registry import IsoBenchError
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -110,7 +111,7 @@ class DaskEngine(Engine):
         self.address = self.client.scheduler.address
 
     def submit(self, fn: Callable[[Any], Any], arg: Any, *, label: str, gpu: bool = False) -> None:
-        future = self.client.submit(fn, arg, pure=False, key=f"iso-bench-{_key(label)}-{len(self._futures)}",
+        future = self.client.submit(fn, arg, pure=False, key=f"iso-bench-{slug(label)[:80]}-{len(self._futures)}",
                                     resources={GPU: 1} if gpu else None)
         self._futures[future] = label
 
@@ -160,7 +161,3 @@ def slurm_cluster(*, jobs: int, partition: str | None = None, account: str | Non
                            local_directory=local_directory, scheduler_options=scheduler)
     cluster.scale(jobs=jobs)
     return cluster
-
-
-def _key(label: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in label)[:80]

@@ -128,7 +128,7 @@ def format_plan(planned: list[PlannedJob]) -> str:
 def run_grid(models: Sequence[str], base: RunConfig, *, engine: Engine | None = None, dry_run: bool = False,
              commands: dict[str, str] | None = None, say: Callable[[str], None] = print) -> GridSummary:
     """Plan, print the plan, run what is missing on ``engine`` (default: this process), collect the outcomes."""
-    started = time.perf_counter()
+    started, started_wall = time.perf_counter(), time.time()
     planned = plan(models, base, commands)
     say(format_plan(planned))
     summary = GridSummary()
@@ -169,7 +169,7 @@ def run_grid(models: Sequence[str], base: RunConfig, *, engine: Engine | None = 
     summary.jobs_run = done
     for p in todo:
         starts = [a for a in read_attempts(base.results_dir, p.job.model, p.job.task.name) if a.get("event") == "start"]
-        ran = [a for a in starts if a["time"] >= _started_at(started)]
+        ran = [a for a in starts if a["time"] >= started_wall]  # this grid's attempts, not an earlier run's
         if len(ran) > 1:
             summary.rerun[p.job.label] = len(ran)
     summary.seconds = time.perf_counter() - started
@@ -196,11 +196,6 @@ def _merge(summary: RunSummary, outcome: dict[str, Any]) -> None:
         summary.scores.setdefault(label, {})[task] = score
     for label, message in outcome.get("errors", {}).items():
         summary.errors.setdefault(label, {})[task] = message
-
-
-def _started_at(perf_start: float) -> float:
-    """The wall-clock time of a ``perf_counter`` reading taken earlier in this process."""
-    return time.time() - (time.perf_counter() - perf_start) - 1.0
 
 
 def _progress(total: int, show: bool) -> Any:

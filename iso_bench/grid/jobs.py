@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iso_bench.files import slug
 from iso_bench.grid.tasks import TaskRef
 
 GRID_FOLDER = "grid"  # under the results folder: attempts and logs of the grid's jobs
@@ -67,16 +68,12 @@ class Outcome:
     host: str = ""
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "__" for c in text).strip("_") or "model"
-
-
 def attempts_file(results_dir: str | Path, model: str, task: str) -> Path:
-    return Path(results_dir) / GRID_FOLDER / "attempts" / _slug(model) / f"{_slug(task)}.jsonl"
+    return Path(results_dir) / GRID_FOLDER / "attempts" / slug(model) / f"{slug(task)}.jsonl"
 
 
 def log_file(results_dir: str | Path, model: str, task: str) -> Path:
-    return Path(results_dir) / GRID_FOLDER / "logs" / _slug(model) / f"{_slug(task)}.log"
+    return Path(results_dir) / GRID_FOLDER / "logs" / slug(model) / f"{slug(task)}.log"
 
 
 def read_attempts(results_dir: str | Path, model: str, task: str) -> list[dict[str, Any]]:

@@ -52,10 +52,14 @@ def print_grid(grid: Any) -> int:
         where = f" (log: {failed['log']})" if failed.get("log") else ""
         reason = failed.get("reason") or "; ".join(f"{k}: {v}" for k, v in failed.get("errors", {}).items())
         print(f"failed: {failed['model']} on {failed['task']}: {reason}{where}", file=sys.stderr)
-    cells = {f"{model}: {label}": errors for model, s in grid.models.items() for label, errors in s.errors.items()}
-    failed_jobs = {(f["model"], f["task"]) for f in grid.failed}
-    cells = {k: {t: m for t, m in v.items() if (k.split(": ")[0], t) not in failed_jobs} for k, v in cells.items()}
-    status = print_failed_cells({k: v for k, v in cells.items() if v})
+    failed_jobs = {(f["model"], f["task"]) for f in grid.failed}  # named above, with their reason
+    cells = {}
+    for model, summary in grid.models.items():
+        for label, errors in summary.errors.items():
+            left = {task: message for task, message in errors.items() if (model, task) not in failed_jobs}
+            if left:
+                cells[f"{model}: {label}"] = left
+    status = print_failed_cells(cells)
     return 1 if grid.failed else status
 
 
