@@ -143,7 +143,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--fit-budget", type=positive_int, metavar="N",
                      help="texts a fit reads at once (env ISO_BENCH_FIT_BUDGET; default: 100000): a larger fit "
                      "corpus is read batch by batch by center, abtt, whiten and clip (the same fit) and sampled, "
-                     "seeded and recorded, for the other methods")
+                     "seeded and recorded, for the other methods (a budget other than the default is part of "
+                     "their setup)")
     run.add_argument("--token-cache-texts", type=positive_int, metavar="N",
                      help="keep token vectors in the cache for tasks of at most N texts (env "
                      "ISO_BENCH_TOKEN_CACHE_TEXTS; default: 100000): a larger task's token vectors are computed "

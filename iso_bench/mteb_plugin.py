@@ -68,13 +68,15 @@ def split_variant_name(name: str) -> tuple[str, str]:
 
 
 def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, pooling: str | None = None,
-                 layer: int | None = None, data_dir: str | Path | None = None, fit_sample: int | None = None
-                 ) -> dict[str, Any]:
+                 layer: int | None = None, data_dir: str | Path | None = None, fit_sample: int | None = None,
+                 fit_budget: int | None = None) -> dict[str, Any]:
     """The setup of a variant that is not in its name, as mteb ``experiment_kwargs``: results of different
     setups live in different folders (``<model>/<revision>/experiments/<setup>/``) and never replace each other.
 
     ``fit_corpus`` (fitted methods: ``task``, ``train``, or ``file_<SHA-256 of the file's texts, 12 hex>``),
-    ``fit_sample`` (a sampled fit corpus), ``seed`` (methods with randomness, and a sampled fit corpus),
+    ``fit_sample`` (a sampled fit corpus), ``fit_budget`` (a method that does not stream, under a fit budget
+    other than the default: it fits on a sample of a larger corpus, so the budget changes its numbers),
+    ``seed`` (methods with randomness, and a sampled fit corpus),
     ``pooling`` and ``layer`` (when given), ``data`` (``mirror`` when a local data directory is used; the hub
     otherwise).
 
@@ -82,6 +84,8 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
     ({'fit_corpus': 'task'}, {'fit_corpus': 'task', 'seed': 3}, {'layer': 6})
     """
     from iso_bench.data import mirror_dir
+    from iso_bench.encoder import FIT_BUDGET
+    from iso_bench.encoder import fit_budget as default_budget
     from iso_bench.files import texts_digest
     from iso_bench.fit_corpus import SETTINGS, read_text_file
     from iso_bench.methods import make_method
@@ -93,7 +97,10 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
             dict.fromkeys(read_text_file(fit_corpus)))[:12]
         if fit_sample is not None:
             out["fit_sample"] = fit_sample
-    if "seed" in method.param_defaults() or (type(method).fitted and fit_sample is not None):
+        budget = default_budget() if fit_budget is None else int(fit_budget)
+        if budget != FIT_BUDGET and not type(method).streams:
+            out["fit_budget"] = budget
+    if "seed" in method.param_defaults() or fit_sample is not None and type(method).fitted or "fit_budget" in out:
         out["seed"] = seed  # it seeds the method, or the sample of the fit corpus
     if pooling is not None:
         out["pooling"] = pooling
@@ -108,7 +115,7 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
                  device: str | None = None, fit_corpus: str = "task", fit_corpus_path: str | None = None,
                  fit_sample: int | None = None, seed: int = 0, pooling: str | None = None, layer: int | None = None,
                  data_dir: str | None = None, cache_dir: str | None = None, batch_size: int = 32,
-                 **_: Any) -> Any:
+                 fit_budget: int | None = None, **_: Any) -> Any:
     """mteb loader: build the backbone, its raw-vector cache and the variant encoder. The variant's fit
     corpus provider loads the task being evaluated itself (from ``data_dir`` when it holds the data)."""
     from iso_bench.backbone import load_backbone
@@ -124,6 +131,8 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
     store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size)
     corpus = CorpusProvider(fit_corpus_path or fit_corpus, data_dir=data_dir, sample=fit_sample, seed=seed)
     encoder = VariantEncoder(store, method, corpus=corpus, seed=seed)
+    if fit_budget is not None:
+        encoder.fit_budget = int(fit_budget)
     encoder.base_record = base_record(backbone)
     return encoder
 
@@ -170,7 +179,7 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
     return ModelMeta.model_validate(meta.model_dump())
 
 
-_SETUP = ("fit_corpus", "seed", "pooling", "layer", "data_dir", "fit_sample")
+_SETUP = ("fit_corpus", "seed", "pooling", "layer", "data_dir", "fit_sample", "fit_budget")
 
 
 def register_model(model_id: str, methods: Iterable[str] = DEFAULT_METHODS, *, revision: str | None = None,

@@ -72,6 +72,24 @@ def test_a_sampled_fit_corpus_puts_the_seed_in_the_setup(monkeypatch: pytest.Mon
     assert setup_kwargs("raw", seed=3, fit_sample=50) == {}
 
 
+def test_a_fit_budget_other_than_the_default_is_part_of_the_setup_of_a_method_that_samples(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs with different --fit-budget write different result files where the budget can change the
+    numbers (a method that does not stream fits on a sample of a corpus over the budget), and the same where it
+    cannot (streaming methods, the default budget, raw)."""
+    from iso_bench.mteb_plugin import setup_kwargs
+
+    monkeypatch.delenv("ISO_BENCH_DATA_DIR", raising=False)
+    monkeypatch.delenv("ISO_BENCH_FIT_BUDGET", raising=False)
+    assert setup_kwargs("cluster-pca", seed=2) == {"fit_corpus": "task", "seed": 2}
+    assert setup_kwargs("cluster-pca", seed=2, fit_budget=100_000) == {"fit_corpus": "task", "seed": 2}
+    assert setup_kwargs("cluster-pca", seed=2, fit_budget=500) == {"fit_corpus": "task", "fit_budget": 500, "seed": 2}
+    assert setup_kwargs("whiten", seed=2, fit_budget=500) == {"fit_corpus": "task"}  # streams: budget-free
+    assert setup_kwargs("raw", fit_budget=500) == {}
+    monkeypatch.setenv("ISO_BENCH_FIT_BUDGET", "700")  # the environment's budget counts like the option's
+    assert setup_kwargs("cluster-pca", seed=2)["fit_budget"] == 700
+
+
 def test_a_store_kept_between_runs_recomputes_what_was_removed_and_is_dropped_with_its_folder(tmp_path) -> None:
     import shutil
 

@@ -117,12 +117,17 @@ def canonical_spec(spec: str, seed: int) -> str:
 
 def seeded(spec: str, cfg: RunConfig) -> bool:
     """Whether a seed changes the variant's numbers: a method with randomness (a ``seed`` parameter the spec
-    does not fix), or a fitted method on a sampled fit corpus."""
+    does not fix), or a fitted method on a sampled fit corpus (``--fit-sample``, or a fit budget other than the
+    default for a method that does not stream)."""
     from iso_bench.methods import make_method
 
     method, _ = make_method(spec)
+    from iso_bench.encoder import FIT_BUDGET, fit_budget
+
     random = "seed" in method.param_defaults() and "seed=" not in spec
-    return random or (type(method).fitted and cfg.fit_sample is not None)
+    budget = fit_budget() if cfg.fit_budget is None else cfg.fit_budget
+    sampled = cfg.fit_sample is not None or (budget != FIT_BUDGET and not type(method).streams)
+    return random or (type(method).fitted and sampled)
 
 
 def variant_meta_of(cfg: RunConfig, run: Any, spec: str) -> Any:
@@ -133,10 +138,10 @@ def variant_meta_of(cfg: RunConfig, run: Any, spec: str) -> Any:
     fit = cfg.fit_corpus if cfg.fit_corpus in SETTINGS else "file"
     path = None if cfg.fit_corpus in SETTINGS else str(Path(cfg.fit_corpus).expanduser().resolve())
     loader = {"fit_corpus": fit, "fit_corpus_path": path, "seed": cfg.seed, "fit_sample": cfg.fit_sample,
-              "pooling": cfg.pooling, "layer": cfg.layer,
+              "fit_budget": cfg.fit_budget, "pooling": cfg.pooling, "layer": cfg.layer,
               "data_dir": None if cfg.data_dir is None else str(Path(cfg.data_dir).resolve())}
     experiment = setup_kwargs(spec, fit_corpus=cfg.fit_corpus, seed=cfg.seed, pooling=cfg.pooling, layer=cfg.layer,
-                              data_dir=cfg.data_dir, fit_sample=cfg.fit_sample)
+                              data_dir=cfg.data_dir, fit_sample=cfg.fit_sample, fit_budget=cfg.fit_budget)
     loader = {k: v for k, v in loader.items() if v is not None}
     return variant_meta(cfg.model, spec, revision=run.revision, embed_dim=run.dim,
                         experiment=experiment, **loader)

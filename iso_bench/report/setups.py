@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 SetupKey = tuple[tuple[str, str], ...]  # sorted (kwarg, JSON of its value) pairs; () for no recorded setup
-FIT_KWARGS = ("fit_corpus", "seed", "fit_sample")  # what a fit adds to a setup; raw is fitted on nothing
+FIT_KWARGS = ("fit_corpus", "seed", "fit_sample", "fit_budget")  # what a fit adds to a setup; raw is fitted on nothing
 # what a kwarg that a setup lacks means, in a label (the runner records only what is not the default)
-ABSENT = {"data": "hub", "fit_sample": "all", "pooling": "default", "layer": "default"}
+ABSENT = {"data": "hub", "fit_sample": "all", "fit_budget": "100000", "pooling": "default", "layer": "default"}
 NO_SETUP = "no setup recorded"
 
 
