@@ -214,6 +214,9 @@ def result_path(cache: Any, task_name: str, meta: Any) -> Path:
     return Path(cache.get_task_result_path(task_name=task_name, model_name=meta))
 
 
+_VERSIONS: dict[Any, Any] = {}  # mteb's package versions of this process, by the function that lists them
+
+
 def _write_run_settings(path: Path, task_result: Any, encode_kwargs: Any) -> None:
     """mteb's run settings of ``task_result`` (a row per split: package versions, encode kwargs, subsets),
     merged into ``path`` by mteb's own merge in a copy that then replaces it. Nothing where the installed mteb
@@ -227,7 +230,9 @@ def _write_run_settings(path: Path, task_result: Any, encode_kwargs: Any) -> Non
     if versions is None or merge is None or not task_result.scores:
         return
     kwargs = {} if encode_kwargs is None else json.loads(json.dumps(encode_kwargs, default=str))
-    rows = [{"task": task_result.task_name, "splits": [split], "version": versions(), "encode_kwargs": kwargs,
+    if versions not in _VERSIONS:  # importlib.metadata reads every installed package: once per process
+        _VERSIONS[versions] = versions()
+    rows = [{"task": task_result.task_name, "splits": [split], "version": _VERSIONS[versions], "encode_kwargs": kwargs,
              "subsets": sorted({e.get("hf_subset", "default") for e in entries})}
             for split, entries in task_result.scores.items()]
     with replacing(path, copy=True) as tmp:

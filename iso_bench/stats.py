@@ -199,9 +199,11 @@ def spearman(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.concatenate([block(i) for i in range(0, idx.shape[0], step)]).astype(np.float64)
 
 
-_LAST_GOLD: dict[str, Any] = {}
-"""The centred ranks of the last gold column :func:`spearman` ranked, with the resamples they were drawn on:
-the variants of a run share the task's gold scores and resamples, so they are ranked once per task."""
+_GOLD: list[dict[str, Any]] = []
+"""The centred ranks of the last gold columns :func:`spearman` ranked, with the resamples they were drawn on,
+newest first: the variants of a run share the task's gold scores and resamples, so they are ranked once per
+task; two are kept, the full sample's (a score's estimate) and the resamples' (its interval), which alternate."""
+_GOLD_KEPT = 2
 
 
 def _gold_ranks(codes: np.ndarray, k: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -209,14 +211,17 @@ def _gold_ranks(codes: np.ndarray, k: int, idx: np.ndarray) -> tuple[np.ndarray,
     (2 x a centred average rank is a whole number) and kept for the next call with the same column and
     resamples (the same ``idx`` object, still held here, or equal contents)."""
     key = (hashlib.sha256(codes.tobytes()).hexdigest(), k, idx.shape)
-    if _LAST_GOLD.get("key") != key or not (_LAST_GOLD["idx"] is idx or np.array_equal(_LAST_GOLD["idx"], idx)):
-        step = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1]))
-        ranks = np.concatenate([_centred_ranks(codes, k, idx[i:i + step]).astype(np.int32)
-                                for i in range(0, idx.shape[0], step)])
-        sums = np.einsum("ij,ij->i", ranks, ranks, dtype=np.float64)
-        _LAST_GOLD.clear()
-        _LAST_GOLD.update(key=key, idx=idx, ranks=ranks, sums=sums)
-    return _LAST_GOLD["ranks"], _LAST_GOLD["sums"]
+    for i, kept in enumerate(_GOLD):
+        if kept["key"] == key and (kept["idx"] is idx or np.array_equal(kept["idx"], idx)):
+            _GOLD.insert(0, _GOLD.pop(i))
+            return kept["ranks"], kept["sums"]
+    step = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1]))
+    ranks = np.concatenate([_centred_ranks(codes, k, idx[i:i + step]).astype(np.int32)
+                            for i in range(0, idx.shape[0], step)])
+    sums = np.einsum("ij,ij->i", ranks, ranks, dtype=np.float64)
+    _GOLD.insert(0, {"key": key, "idx": idx, "ranks": ranks, "sums": sums})
+    del _GOLD[_GOLD_KEPT:]
+    return ranks, sums
 
 
 def wmean_spearman(units: np.ndarray, idx: np.ndarray, strata: Labels) -> np.ndarray:

@@ -39,6 +39,21 @@ def test_spearman_equals_scipy_with_ties_on_full_sample_and_resamples():
     np.testing.assert_allclose(stats.spearman(units, idx), expected, rtol=0, atol=1e-12)
 
 
+def test_gold_ranks_kept_between_calls_are_never_those_of_other_resamples_or_another_gold_column():
+    """The ranks of a gold column are kept for the next variants (full sample and resamples alternate, as a
+    score's estimate and its interval do); a call with other resamples, or another gold, gets its own."""
+    rng = np.random.default_rng(2)
+    a, b = np.round(_sts_units(rng, 300, 1.0), 1), np.round(_sts_units(rng, 300, 0.5), 1)
+    other_gold = a.copy()
+    other_gold[:, 1] = np.round(rng.normal(size=300), 1)
+    full = np.arange(300)[None]
+    draws = [stats.bootstrap_indices(300, 15, seed=s) for s in (1, 1, 2)]  # seeds 1 twice: equal, not the same
+    for units in (a, b, other_gold, a):
+        for idx in (full, draws[0], full, draws[1], draws[2]):
+            expected = [sps.spearmanr(units[row, 0], units[row, 1]).statistic for row in idx]
+            np.testing.assert_allclose(stats.spearman(units, idx), expected, rtol=0, atol=1e-12)
+
+
 def test_max_ap_equals_sklearn_per_column_and_takes_the_best():
     rng = np.random.default_rng(2)
     labels = (rng.random(400) < 0.4).astype(float)
