@@ -269,6 +269,15 @@ class Backbone:
                 states = torch.stack(out.hidden_states).float().cpu().numpy()
                 yield states, (enc["attention_mask"].bool() & ~special).numpy()
 
+    def token_ids(self, texts: Sequence[str], *, task_metadata: Any = None, prompt_type: Any = None
+                  ) -> list[np.ndarray]:
+        """The tokenizer id of each token vector of ``texts``: per text, the ids of its real, non-special
+        tokens, in the order of its ``tokens`` rows (the same tokenizer call as the forward pass)."""
+        enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length,
+                             return_special_tokens_mask=True)
+        return [np.asarray(ids, dtype=np.int64)[~np.asarray(special, dtype=bool)]
+                for ids, special in zip(enc["input_ids"], enc["special_tokens_mask"], strict=True)]
+
     def _encode_batch(
         self, texts: list[str], kinds: Sequence[str], spans: list[Sequence[tuple[int, int]]] | None
     ) -> dict[str, list[np.ndarray]]:

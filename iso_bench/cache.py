@@ -192,6 +192,17 @@ class EmbeddingStore(EncodeMissing):
         """Token vectors without special (or prompt) tokens, one ``(n_tokens, dim)`` array per text."""
         return self._get("tokens", list(texts), None, desc, self._where(task_metadata, prompt_type))
 
+    def token_ids(self, texts: Sequence[str], *, task_metadata: Any = None, prompt_type: Any = None
+                  ) -> list[np.ndarray]:
+        """The token type (tokenizer id) of each row of :meth:`tokens`, one int64 array per text; computed by
+        the backbone's tokenizer (cheap), never cached."""
+        from iso_bench.mteb_backbone import TokenVectorsUnavailable
+
+        ids = getattr(self.backbone, "token_ids", None)
+        if ids is None:
+            raise TokenVectorsUnavailable(f"{type(self.backbone).__name__} gives no token types")
+        return ids(list(texts), task_metadata=task_metadata, prompt_type=prompt_type)
+
     def spans(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], desc: str = "encoding", *,
               task_metadata: Any = None, prompt_type: Any = None) -> np.ndarray:
         """The mean sub-token vector of each character span, shape ``(len(texts), dim)``.

@@ -245,7 +245,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
         params = ", ".join(f"{k}={v}" for k, v in cls.param_defaults().items()) or "no parameters"
         positional = f" positional: {', '.join(cls.spec_args)};" if cls.spec_args else ""
-        print(f"  {name:<12} {doc}\n  {'':<12} level={cls.default_level};{positional} {params}")
+        print(f"  {name:<14} {doc}\n  {'':<14} level={cls.default_level};{positional} {params}")
     print("\nsuites (--tasks takes suite or task names):")
     for name, members in suites().items():
         if name != "all":

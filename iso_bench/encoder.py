@@ -28,27 +28,16 @@ from iso_bench.checks import one_blas_thread
 from iso_bench.files import cache_not_written, folder_checksum, texts_digest
 from iso_bench.fit_cache import FOLDER as FIT_FOLDER
 from iso_bench.fit_cache import FitFileError, fit_key, key_name, load_fit, save_fit, set_aside
-from iso_bench.fit_corpus import CorpusProvider
+from iso_bench.fit_corpus import FIT_BUDGET, FIT_BUDGET_ENV, CorpusProvider, fit_budget  # noqa: F401 - named here too
 from iso_bench.methods import Method, MethodError, make_method
 
 logger = logging.getLogger(__name__)
 
 
-FIT_BUDGET_ENV = "ISO_BENCH_FIT_BUDGET"
-FIT_BUDGET = 100_000
-"""Texts a fit reads at once. A larger fit corpus is read batch by batch by a method that streams (center,
-abtt, whiten, clip: the same fit up to rounding) and sampled, seeded and recorded, for the others (cluster-pca,
-flow). Every STS, WiC and WSD task's corpus is far below it: their fits read their whole corpus."""
 FIT_BATCH = 16_384  # texts per batch of a streaming fit
 TOKEN_SHARE = 4  # a token-level fit that does not stream reads at most fit_budget / 4 texts (25,000 by default)
 TRANSFORM_BATCH = 4096  # texts whose token vectors a token-level variant transforms and pools at a time
 TRANSFORM_ROWS = 16_384  # sentence vectors a variant transforms at a time (every STS task's column at once)
-
-
-def fit_budget() -> int:
-    """``$ISO_BENCH_FIT_BUDGET`` (``--fit-budget``), else :data:`FIT_BUDGET`."""
-    text = os.environ.get(FIT_BUDGET_ENV)
-    return int(text) if text else FIT_BUDGET
 
 
 def _one_blas_thread(method: Any) -> Any:
@@ -164,7 +153,10 @@ class _Variant:
                     else:
                         X = self._fit_matrix(corpus, level)
                         n_vectors = len(X)
-                        method.fit(X)
+                        if level == "token" and type(method).takes_token_types:
+                            method.fit(X, token_types=self._fit_token_types(corpus, n_vectors))
+                        else:
+                            method.fit(X)
                 except MethodError as exc:
                     where = f"fit corpus {corpus.key}: {corpus.describe()}, {n_vectors} {level} vectors"
                     raise MethodError(f"{exc} ({where})") from exc
@@ -250,6 +242,19 @@ class _Variant:
             else:
                 parts += [t for t in self.store.tokens(list(texts), desc="fit corpus", **where) if len(t)]
         return np.concatenate(parts, axis=0)
+
+    def _fit_token_types(self, corpus: Any, n_vectors: int) -> np.ndarray:
+        """The token type (tokenizer id) of every row of :meth:`_fit_matrix` at token level, in its order."""
+        parts = []
+        for prompt_type, texts in corpus.groups:
+            where = {"task_metadata": corpus.task_metadata, "prompt_type": prompt_type}
+            parts += [t for t in self.store.token_ids(list(texts), **where) if len(t)]
+        ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        if len(ids) != n_vectors:
+            raise MethodError(f"method {self.spec!r}: the tokenizer gives {len(ids)} token types for the "
+                              f"{n_vectors} token vectors of fit corpus {corpus.key}; the model's token vectors "
+                              "cannot be matched to its tokens, so fit it with weights=zipf")
+        return ids
 
     # ---- transforming -----------------------------------------------------------------------------
     @_one_blas_thread

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,21 @@ SETTINGS = (TASK, TRAIN)  # besides a text file
 
 class FitCorpusError(IsoBenchError, ValueError):
     """The fit corpus of a fitted method cannot be read or is unusable; the message names it."""
+
+
+FIT_BUDGET_ENV = "ISO_BENCH_FIT_BUDGET"
+FIT_BUDGET = 100_000
+"""Texts a fit reads at once. A larger fit corpus is read batch by batch by a method that streams (center,
+abtt, whiten, clip, zscore, zca, softdecay: the same fit up to rounding) and sampled, seeded and recorded, for
+the others (cluster-pca, flow, zipfian-whiten). Every STS, WiC and WSD task's corpus is far below it: their
+fits read their whole corpus. A budget other than this default is part of the setup of the methods it samples
+for (:func:`iso_bench.mteb_plugin.setup_kwargs`)."""
+
+
+def fit_budget() -> int:
+    """``$ISO_BENCH_FIT_BUDGET`` (``--fit-budget``), else :data:`FIT_BUDGET`."""
+    text = os.environ.get(FIT_BUDGET_ENV)
+    return int(text) if text else FIT_BUDGET
 
 
 @dataclass(frozen=True)

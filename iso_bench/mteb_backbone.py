@@ -267,6 +267,25 @@ class MtebBackbone:
             aligned.append((hidden[mask] if mask is not None else hidden, offsets, real))
         return aligned
 
+    def token_ids(self, texts: Sequence[str], *, task_metadata: Any = None, prompt_type: Any = None
+                  ) -> list[np.ndarray]:
+        """The tokenizer id of each token vector of ``texts`` (the rows of its ``tokens``): per text, the
+        ids of its own tokens, after the prompt, without special tokens (:meth:`_align`'s selection)."""
+        if self.st is None:
+            raise TokenVectorsUnavailable(f"{self.model_id!r}: mteb runs it without a sentence-transformers "
+                                          "tokenizer, so its token vectors have no token types")
+        prompt = self.resolve_prompt(task_metadata, prompt_type)[0]
+        enc = self.st.tokenizer([prompt + t for t in texts], truncation=True, max_length=self.max_length,
+                                return_offsets_mapping=True, return_special_tokens_mask=True)
+        out = []
+        for ids, special, offsets in zip(enc["input_ids"], enc["special_tokens_mask"], enc["offset_mapping"],
+                                         strict=True):
+            real = ~np.asarray(special, dtype=bool)
+            if prompt:
+                real &= np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[:, 1] > len(prompt)
+            out.append(np.asarray(ids, dtype=np.int64)[real])
+        return out
+
     def _encode_wrapper(self, texts: list[str], batch_size: int, progress: bool, task_metadata: Any,
                         prompt_type: Any) -> list[np.ndarray]:
         """Sentence vectors from the implementation's own ``encode``, fed as mteb feeds it: a DataLoader of

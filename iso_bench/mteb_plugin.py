@@ -42,7 +42,8 @@ KNOWN_MODELS = (
     "google-bert/bert-base-uncased",
     "FacebookAI/roberta-base",
 )
-DEFAULT_METHODS = ("raw", "center", "clip", "abtt", "whiten", "whiten-256", "cluster-pca", "flow")
+DEFAULT_METHODS = ("raw", "center", "clip", "abtt", "whiten", "whiten-256", "cluster-pca", "flow", "zscore", "zca",
+                   "zipfian-whiten", "softdecay")
 
 
 class VariantNameError(IsoBenchError, ValueError):
@@ -84,10 +85,9 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
     ({'fit_corpus': 'task'}, {'fit_corpus': 'task', 'seed': 3}, {'layer': 6})
     """
     from iso_bench.data import mirror_dir
-    from iso_bench.encoder import FIT_BUDGET
-    from iso_bench.encoder import fit_budget as default_budget
     from iso_bench.files import texts_digest
-    from iso_bench.fit_corpus import SETTINGS, read_text_file
+    from iso_bench.fit_corpus import FIT_BUDGET, SETTINGS, read_text_file
+    from iso_bench.fit_corpus import fit_budget as default_budget
     from iso_bench.methods import make_method
 
     method, _ = make_method(method_spec)

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from iso_bench.isotropy import MEASURES, average_cosine, isoscore, iw, pc1_variance_ratio
+from iso_bench.isotropy import MEASURES, average_cosine, effective_rank, isoscore, isoscore_star, iw, pc1_variance_ratio
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +76,54 @@ def test_isoscore_extremes():
     # exactly equal variances: a regular simplex-like set with identity covariance
     cube = np.array(list(itertools.product([-1.0, 1.0], repeat=3)))
     assert isoscore(cube) == pytest.approx(1.0, abs=1e-12)
+
+
+# ---- IsoScore* ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("zeta", [0.0, 0.2, 0.75, 1.0])
+def test_isoscore_star_matches_reference_package(zeta):
+    """The reference's IsoScore_star(points, C0, zeta) of the isoscore package (2.x, the authors')."""
+    reference = pytest.importorskip("IsoScore.IsoScore")
+    rng = np.random.default_rng(7)
+    mix = rng.normal(size=(12, 12))
+    X = rng.normal(size=(40, 12)) @ mix  # few points per dimension: where the shrinkage matters
+    larger = rng.normal(size=(5000, 12)) @ mix
+    C0 = np.cov(larger, rowvar=False)
+    expected = float(reference.IsoScore_star(X, C0, zeta))
+    assert isoscore_star(X, C0, zeta) == pytest.approx(expected, abs=1e-6)
+
+
+def test_isoscore_star_without_shrinkage_is_isoscore_and_with_full_shrinkage_scores_c0():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 6)) * np.arange(1, 7)
+    assert isoscore_star(X, np.eye(6), zeta=0.0) == pytest.approx(isoscore(X), abs=1e-12)
+    assert isoscore_star(X) == pytest.approx(isoscore(X), abs=1e-12)  # C0 = the points' own covariance
+    assert isoscore_star(X, np.eye(6), zeta=1.0) == pytest.approx(1.0, abs=1e-12)  # C0 = I is isotropic
+    with pytest.raises(ValueError, match="C0 must be 6 x 6"):
+        isoscore_star(X, np.eye(5))
+    with pytest.raises(ValueError, match="zeta must be between 0 and 1"):
+        isoscore_star(X, np.eye(6), zeta=1.5)
+
+
+# ---- effective rank ------------------------------------------------------------------------------
+def test_effective_rank_is_the_entropy_of_the_singular_values_as_scipy_computes_it():
+    from scipy.linalg import svdvals
+    from scipy.stats import entropy
+
+    rng = np.random.default_rng(4)
+    for shape in [(300, 20), (15, 40)]:  # more points than dimensions, and fewer
+        X = rng.normal(size=shape) @ np.diag(np.linspace(0.1, 5, shape[1])) + 3.0
+        expected = float(np.exp(entropy(svdvals(X - X.mean(axis=0)))))  # entropy normalises, in nats
+        assert effective_rank(X) == pytest.approx(expected, rel=1e-6)
+
+
+def test_effective_rank_by_hand():
+    # singular values (2, 2, 1) of the centred points: p = (0.4, 0.4, 0.2), exp(H) = 1 / (0.4^0.8 0.2^0.2)
+    X = np.vstack([np.diag([2.0, 2.0, 1.0]) / np.sqrt(2), -np.diag([2.0, 2.0, 1.0]) / np.sqrt(2)])
+    assert effective_rank(X) == pytest.approx(1.0 / (0.4**0.8 * 0.2**0.2), rel=1e-12)
+    line = np.outer(np.arange(5.0), [1.0, 2.0, 3.0])
+    assert effective_rank(line) == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match="all points are identical"):
+        effective_rank(np.ones((4, 3)))
 
 
 # ---- average cosine ------------------------------------------------------------------------------

@@ -314,6 +314,23 @@ def test_prompt_tokens_are_not_token_vectors_and_spans_shift_past_the_prompt(pro
     np.testing.assert_allclose(out["span"][0][0], hidden[4], atol=1e-5)  # "cat"
 
 
+@pytest.mark.slow
+def test_token_types_are_the_tokenizer_ids_of_the_token_vectors_past_the_prompt(prompted, minilm_backbone) -> None:
+    """zipfian-whiten counts token types: one id per token vector, the prompt's and special tokens left out,
+    in both backbones (mteb's, with a prompt, and the plain Hugging Face one)."""
+    sts = mteb.get_task("STSBenchmark").metadata
+    texts = ["the cat was unbelievable !", "a", "the river bank"]
+    ids = prompted.token_ids(texts, task_metadata=sts)
+    toks = prompted.encode(texts, kinds=("tokens",), task_metadata=sts, progress=False)["tokens"]
+    words = [prompted.st.tokenizer.tokenize(t) for t in texts]  # the text alone: no prompt, no special tokens
+    assert [len(i) for i in ids] == [len(t) for t in toks] == [len(w) for w in words]
+    assert [prompted.st.tokenizer.convert_ids_to_tokens(i.tolist()) for i in ids] == words
+    plain = minilm_backbone.token_ids(texts)
+    assert [a.tolist() for a in plain] == [a.tolist() for a in ids]  # no prompt there: the same ids
+    assert [len(t) for t in minilm_backbone.encode(texts, kinds=("tokens",), progress=False)["tokens"]] == [
+        len(w) for w in words]
+
+
 def test_a_batchs_token_vectors_are_views_of_one_block() -> None:
     from iso_bench.mteb_backbone import _views
 

@@ -122,7 +122,7 @@ def seeded(spec: str, cfg: RunConfig) -> bool:
     from iso_bench.methods import make_method
 
     method, _ = make_method(spec)
-    from iso_bench.encoder import FIT_BUDGET, fit_budget
+    from iso_bench.fit_corpus import FIT_BUDGET, fit_budget
 
     random = "seed" in method.param_defaults() and "seed=" not in spec
     budget = fit_budget() if cfg.fit_budget is None else cfg.fit_budget

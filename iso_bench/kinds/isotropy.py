@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.isotropy import MEASURES
+from iso_bench.isotropy import ISOSCORE_STAR_ZETA, MEASURES, isoscore_star
 from iso_bench.kinds.base import Kind, TokenEncoder, sentence_vectors
 
 
@@ -18,7 +18,11 @@ class IsotropyKind(Kind):
 
     The corpus task's data comes from the hub or the local mirror like any mteb task. Scores:
     ``sentence_<measure>`` and ``token_<measure>`` for every measure of :data:`iso_bench.isotropy.MEASURES`
-    (token measures only for models that give token vectors); the main score is the sentence vectors' I(W).
+    (token measures only for models that give token vectors), and ``<level>_isoscore_star``: IsoScore* with
+    its authors' evaluation settings, zeta = 0.75 and C0 the covariance of the variant's token vectors of the
+    corpus (the larger sample of the model's space; at most :data:`C0_POINTS` of them, a seeded sample), or of
+    the sentence vectors themselves for a model without token vectors. For token vectors, C0 is their own
+    covariance, so their IsoScore* equals their IsoScore. The main score is the sentence vectors' I(W).
     """
 
     needs_tokens = True
@@ -48,11 +52,25 @@ class IsotropyKind(Kind):
             vectors["token"] = np.asarray(model.token_vectors(texts, self.metadata.name, task_metadata=self.metadata),
                                           np.float64)
             scores["n_tokens"] = len(vectors["token"])
+        c0 = _c0(vectors.get("token", vectors["sentence"]))
+        scores["isoscore_star_zeta"] = ISOSCORE_STAR_ZETA
         for level, X in vectors.items():
             for name, measure in MEASURES.items():
                 scores[f"{level}_{name}"] = float(measure(X))
+            scores[f"{level}_isoscore_star"] = isoscore_star(X, c0, ISOSCORE_STAR_ZETA)
         self.last_units = "a diagnostic of the whole vector set: no per-instance units, no interval"
         return scores
+
+
+C0_POINTS = 250_000
+"""The most token vectors IsoScore*'s C0 is estimated from (the authors': about 250,000)."""
+
+
+def _c0(X: np.ndarray) -> np.ndarray:
+    """The covariance (ddof=1) of ``X``, or of a seeded sample of :data:`C0_POINTS` of its rows."""
+    if len(X) > C0_POINTS:
+        X = X[np.sort(np.random.default_rng(0).choice(len(X), C0_POINTS, replace=False))]
+    return np.atleast_2d(np.cov(X, rowvar=False))
 
 
 KIND = IsotropyKind

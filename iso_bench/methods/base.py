@@ -51,6 +51,7 @@ class Method:
     streams: ClassVar[bool] = False  # learns from moments that accumulate batch by batch (partial_fit)
     scatter: ClassVar[bool] = False  # ... the scatter matrix among them, not only the mean
     extremes: ClassVar[bool] = False  # ... and how often each dimension is a vector's smallest/largest coordinate
+    takes_token_types: ClassVar[bool] = False  # fit(X, token_types=...): the tokenizer id of each token vector
 
     # ---- parameters -------------------------------------------------------------------------------
     @classmethod
@@ -327,7 +328,12 @@ def parse_spec(spec: str) -> tuple[type[Method], dict[str, Any]]:
     defaults = cls.param_defaults()
     kinds = _param_kinds(cls)
     rest = spec[len(name) + 1 :]
-    args = rest.split("-") if rest else []
+    args: list[str] = []
+    for part in rest.split("-") if rest else []:
+        if args and (args[-1].endswith("=") or args[-1] == ""):
+            args[-1] += "-" + part  # a negative value: "alpha=-0.2", positionally "name--0.2"
+        else:
+            args.append(part)
     params: dict[str, Any] = {}
     positional = list(cls.spec_args)
     for arg in args:

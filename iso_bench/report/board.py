@@ -42,8 +42,9 @@ from iso_bench.report.units import UnitsStore
 PERCENT_DECIMALS = 2  # scores are shown × 100 with two decimals
 ISOTROPY_METRICS: tuple[tuple[str, str], ...] = tuple(
     (f"{level}_{key}", f"{level} {label}") for level in ("sentence", "token")
-    for key, label in (("iw", "I(W)"), ("isoscore", "IsoScore"), ("average_cosine", "avg. cosine"),
-                       ("pc1_variance_ratio", "PC1 var. ratio")))
+    for key, label in (("iw", "I(W)"), ("isoscore", "IsoScore"), ("isoscore_star", "IsoScore*"),
+                       ("average_cosine", "avg. cosine"), ("pc1_variance_ratio", "PC1 var. ratio"),
+                       ("effective_rank", "eff. rank")))
 BASIS_DEPENDENT = ("sentence_iw", "token_iw")  # not determined by whitened vectors: shown as – for them
 BEST = "best"
 UNCHANGED = "= raw (no dimension zeroed)"  # a tie with raw that is no gain: the variant changed nothing
@@ -261,7 +262,7 @@ def _diagnostic_table(ix: Index, group: Group, task: str, lines: Sequence[Line])
     label = ix.label[task]
     found = [r for line in lines for r in ix.found(line, task)]
     metrics = [m for m in ISOTROPY_METRICS if any(m[0] in r.scores for r in found)] or [("main_score", "main score")]
-    whitened = [line for line in lines if (r := ix.get(line, task)) and r.method.startswith("whiten")]
+    whitened = [line for line in lines if (r := ix.get(line, task)) and r.method.startswith(("whiten", "zca"))]
     columns = []
     for key, _ in metrics:
         seeds = {line: [_finite(r.scores.get(key)) for r in ix.found(line, task)] for line in lines}
@@ -275,6 +276,10 @@ def _diagnostic_table(ix: Index, group: Group, task: str, lines: Sequence[Line])
     notes = [f"Diagnostics of the vectors on {label}, as fractions; (+d) / (−d) = difference from raw. Not ranked "
              "and never averaged: more isotropy is not better by itself. I(W): Mu & Viswanath 2018 (1 = isotropic); "
              "IsoScore: Rudman et al. 2022; avg. cosine: mean cosine of all pairs."]
+    if any(key.endswith(("isoscore_star", "effective_rank")) for key, _ in metrics):
+        notes.append("IsoScore*: Rudman & Eickhoff 2024, its authors' evaluation setting (zeta = 0.75, shrunk towards "
+                     "the covariance of the variant's token vectors; for token vectors it equals IsoScore). "
+                     "eff. rank: Roy & Vetterli 2007, of the centred vectors (1 to the dimension; not a fraction).")
     if whitened and any(key in BASIS_DEPENDENT for key, _ in metrics):
         names = ", ".join(dict.fromkeys(line.variant for line in whitened))
         notes.append(f"I(W) of whitened vectors ({names}) is not shown (–, not a missing result): "
