@@ -89,6 +89,7 @@ def step_costs(old: ModuleType, X: np.ndarray, threads: int, rounds: int, steps:
     import torch
 
     from iso_bench.methods import glow
+    from iso_bench.methods.glow_trainer import Trainer
 
     d = X.shape[1]
     x = torch.as_tensor((X - X.mean(axis=0)) / (X.std(axis=0) + 1e-12), dtype=torch.float32)
@@ -100,7 +101,7 @@ def step_costs(old: ModuleType, X: np.ndarray, threads: int, rounds: int, steps:
     opt_old = torch.optim.Adam(trained, lr=1e-6, fused=True)
     levels = glow.init(torch, d, 3, 3, 32, "reverse")
     glow.data_init(torch, levels, x[:4096])
-    new = glow.Trainer(torch, levels)
+    new = Trainer(torch, levels)
     new.theta.grad = new.grad
     opt_new = torch.optim.Adam([new.theta], lr=1e-6, fused=True)
     batch = x[:64]

@@ -42,18 +42,22 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.registry import IsoBenchError, did_you_mean
+from iso_bench.batch_scores import (  # noqa: F401 - the statistics and their error are part of this module's API
+    _BLOCK_ELEMENTS,
+    Labels,
+    StatsError,
+    _centred_ranks,
+    _in_blocks,
+    _strata_codes,
+    max_ap,
+    mean,
+    spearman,
+    wmean_spearman,
+)
+from iso_bench.registry import did_you_mean
 
 MIN_UNITS = 3
-_BLOCK_ELEMENTS = 1 << 18
-"""Resamples are scored in blocks of about this many drawn units: bounded memory, and a block's arrays (a few MB)
-stay in the CPU's cache and reuse the allocator's pages (blocks of 2**21 units took twice as long)."""
 Score = str | Callable[[np.ndarray], float]  # a statistic's name, or a python score(units) -> float
-Labels = np.ndarray | list  # one subset label per unit
-
-
-class StatsError(IsoBenchError, ValueError):
-    """Bad input to a statistic: NaN, too few units, misaligned variants, too many undefined resamples."""
 
 
 @dataclass(frozen=True)
@@ -96,16 +100,6 @@ def _whole(value: object, what: str, minimum: int) -> int:
     return int(value)
 
 
-def _strata_codes(strata: Labels, n: int) -> np.ndarray:
-    """Integer code ``0..S-1`` of each unit's stratum (labels in sorted order), one per unit."""
-    labels = np.asarray(strata)
-    if labels.shape != (n,):
-        raise StatsError(f"strata: need one subset label per unit, shape ({n},); got shape {labels.shape}")
-    if labels.dtype.kind == "f" and not np.isfinite(labels).all():
-        raise StatsError("strata: contains NaN or infinity; give every unit a subset label")
-    return np.unique(labels, return_inverse=True)[1].reshape(n)
-
-
 def bootstrap_indices(n: int, n_resamples: int, seed: int, strata: Labels | None = None) -> np.ndarray:
     """``(n_resamples, n)`` unit indices drawn with replacement from ``np.random.default_rng(seed)``.
 
@@ -142,140 +136,6 @@ def _draw(n: int, n_resamples: int, seed: int, codes: np.ndarray | None) -> np.n
         members = np.flatnonzero(codes == s).astype(dtype)
         idx[:, members] = members[rng.integers(0, members.size, size=(n_resamples, members.size), dtype=dtype)]
     return idx
-
-
-def _in_blocks(score: Callable[[np.ndarray], np.ndarray], idx: np.ndarray) -> np.ndarray:
-    """``score`` applied to blocks of resamples (rows of ``idx``), concatenated."""
-    step = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1]))
-    return np.concatenate([score(idx[i:i + step]) for i in range(0, idx.shape[0], step)]).astype(np.float64)
-
-
-def _group_counts(codes: np.ndarray, k: int, weights: np.ndarray | None = None) -> np.ndarray:
-    """``(B, k)`` per-row histogram of the group codes ``(B, m)`` (sums of ``weights`` when given)."""
-    flat = (codes + k * np.arange(codes.shape[0])[:, None]).ravel()
-    counts = np.bincount(flat, weights=None if weights is None else weights.ravel(), minlength=codes.shape[0] * k)
-    return counts.reshape(codes.shape[0], k)
-
-
-def _centred_ranks(codes: np.ndarray, k: int, idx: np.ndarray) -> np.ndarray:
-    """2 x (average rank - (n + 1) / 2) within each row of the drawn units ``idx`` ``(B, n)``, never sorting.
-
-    ``codes`` are the units' dense ranks ``0..k-1`` in the full sample, whose order fixes every
-    resample's order: a drawn unit's average rank is the number of drawn units below it plus (the
-    number equal to it + 1) / 2, ties getting average ranks as in :func:`scipy.stats.rankdata`.
-
-    >>> _centred_ranks(np.array([2, 0, 1]), 3, np.array([[0, 1, 1, 2]]))   # ranks 4, 1.5, 1.5, 3
-    array([[ 3., -2., -2.,  1.]])
-    """
-    b, n = idx.shape
-    flat = codes[idx]
-    flat += k * np.arange(b)[:, None]  # one histogram cell per (resample, value)
-    counts = np.bincount(flat.ravel(), minlength=b * k)
-    at_or_below = np.cumsum(counts.reshape(b, k), axis=1).ravel()
-    return (2.0 * at_or_below - counts - n)[flat]
-
-
-def spearman(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Spearman correlation of columns 0 and 1 of ``units[idx[b]]`` for each resample ``b``; NaN if constant.
-
-    >>> units = np.array([[0.1, 1.0], [0.4, 2.0], [0.3, 3.0], [0.9, 4.0]])
-    >>> spearman(units, np.array([[0, 1, 2, 3], [0, 0, 0, 0]]))
-    array([0.8, nan])
-    """
-    (ux, cx), (uy, cy) = (np.unique(units[:, j], return_inverse=True) for j in (0, 1))
-    ry_all, vy_all = _gold_ranks(cy.reshape(-1), uy.size, idx)
-    step = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1]))
-
-    def block(start: int) -> np.ndarray:
-        rows = idx[start:start + step]
-        rx = _centred_ranks(cx.reshape(-1), ux.size, rows)
-        ry, vy = ry_all[start:start + step], vy_all[start:start + step]
-        vx = np.einsum("ij,ij->i", rx, rx)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rho = np.einsum("ij,ij->i", rx, ry) / np.sqrt(vx * vy)
-        rho[(vx == 0) | (vy == 0)] = np.nan
-        return np.clip(rho, -1.0, 1.0)
-
-    return np.concatenate([block(i) for i in range(0, idx.shape[0], step)]).astype(np.float64)
-
-
-_GOLD: list[dict[str, Any]] = []
-"""The centred ranks of the last gold columns :func:`spearman` ranked, with the resamples they were drawn on,
-newest first: the variants of a run share the task's gold scores and resamples, so they are ranked once per
-task; two are kept, the full sample's (a score's estimate) and the resamples' (its interval), which alternate."""
-_GOLD_KEPT = 2
-
-
-def _gold_ranks(codes: np.ndarray, k: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(ranks, sums of squares)`` of :func:`_centred_ranks` for every resample of ``idx``, stored as int32
-    (2 x a centred average rank is a whole number) and kept for the next call with the same column and
-    resamples (the same ``idx`` object, still held here, or equal contents)."""
-    key = (hashlib.sha256(codes.tobytes()).hexdigest(), k, idx.shape)
-    for i, kept in enumerate(_GOLD):
-        if kept["key"] == key and (kept["idx"] is idx or np.array_equal(kept["idx"], idx)):
-            _GOLD.insert(0, _GOLD.pop(i))
-            return kept["ranks"], kept["sums"]
-    step = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1]))
-    ranks = np.concatenate([_centred_ranks(codes, k, idx[i:i + step]).astype(np.int32)
-                            for i in range(0, idx.shape[0], step)])
-    sums = np.einsum("ij,ij->i", ranks, ranks, dtype=np.float64)
-    _GOLD.insert(0, {"key": key, "idx": idx, "ranks": ranks, "sums": sums})
-    del _GOLD[_GOLD_KEPT:]
-    return ranks, sums
-
-
-def wmean_spearman(units: np.ndarray, idx: np.ndarray, strata: Labels) -> np.ndarray:
-    """Size-weighted mean of the per-stratum Spearman correlations of each (stratified) resample.
-
-    >>> units = np.array([[1, 1], [2, 2], [3, 3], [1, 3], [2, 2], [3, 1.0], [1, 2], [2, 1], [3, 3]])
-    >>> wmean_spearman(units, np.arange(9)[None], [0, 0, 0, 1, 1, 1, 2, 2, 2])   # (3 - 3 + 1.5) / 9
-    array([0.16666667])
-    """
-    codes = _strata_codes(strata, units.shape[0])
-    if not (codes[idx] == codes[None, :]).all():
-        raise StatsError("wmean: the resamples are not stratified; draw them with bootstrap_indices(..., strata=)")
-    local = np.empty(codes.size, dtype=np.int64)
-    total = np.zeros(idx.shape[0])
-    for s in range(int(codes.max()) + 1):
-        members = np.flatnonzero(codes == s)
-        local[members] = np.arange(members.size)
-        total += members.size * spearman(units[members], local[idx[:, members]])
-    return total / codes.size
-
-
-def max_ap(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Largest average precision over the score columns ``units[:, :-1]`` (label last) of each resample.
-
-    Average precision is the sum over distinct score thresholds t, high to low, of (recall gained at t)
-    x (precision at t), as sklearn computes it; NaN for a resample without a positive label.
-
-    >>> units = np.array([[0.9, 0.1, 1], [0.8, 0.2, 0], [0.7, 0.3, 1], [0.1, 0.9, 0]])
-    >>> max_ap(units, np.arange(4)[None]).round(4)   # column 0: (1/1 + 2/3) / 2
-    array([0.8333])
-    """
-    columns = [np.unique(-units[:, j], return_inverse=True) for j in range(units.shape[1] - 1)]  # 0: highest
-
-    def block(rows: np.ndarray) -> np.ndarray:
-        labels = units[rows, -1]
-        best = np.full(rows.shape[0], -np.inf)
-        for uniq, codes in columns:
-            drawn = codes.reshape(-1)[rows]
-            gained = _group_counts(drawn, uniq.size, weights=labels)  # positives at each threshold
-            above = np.maximum(np.cumsum(_group_counts(drawn, uniq.size), axis=1), 1)  # is 0 only where gained is
-            best = np.maximum(best, np.einsum("ij,ij->i", gained, np.cumsum(gained, axis=1) / above))
-        positives = labels.sum(axis=1)
-        return np.where(positives > 0, best / np.maximum(positives, 1), np.nan)
-
-    return _in_blocks(block, idx)
-
-
-def mean(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Mean of the per-unit values ``units[idx[b]]`` for each resample ``b``.
-
-    >>> mean(np.array([0.0, 1.0, 1.0]), np.array([[0, 1, 2], [0, 0, 1]])).round(4)
-    array([0.6667, 0.3333])
-    """
-    return _in_blocks(lambda rows: units[rows].mean(axis=1), idx)
 
 
 @dataclass(frozen=True)

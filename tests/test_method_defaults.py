@@ -15,6 +15,7 @@ import pytest
 from iso_bench.methods import MethodError, glow, make_method
 from iso_bench.methods.cluster_pca import ClusterPCA
 from iso_bench.methods.flow import Flow
+from iso_bench.methods.glow_trainer import Trainer
 
 
 def mixture(n: int = 600, d: int = 6, seed: int = 0) -> np.ndarray:
@@ -295,7 +296,7 @@ def test_glow_trainer_gradient_is_autograds(permutation: str) -> None:
         for step in steps:
             for key in ("W3", "b3", "logs3"):
                 step[key] = step[key] + 0.1 * torch.randn(step[key].shape, dtype=torch.float64)
-    trainer = glow.Trainer(torch, params)
+    trainer = Trainer(torch, params)
     loss = trainer.loss_and_grad(x[:64])
     reference = [[{k: v.detach().clone() for k, v in step.items()} for step in steps] for steps in params]
     glow.trainables(reference)

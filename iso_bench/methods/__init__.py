@@ -1,5 +1,5 @@
-"""Post-processing methods: each module defines one method and registers it with ``@register`` (``glow`` holds
-the flow's Glow architecture and registers nothing).
+"""Post-processing methods: each module defines one method and registers it with ``@register`` (``glow`` and
+``glow_trainer`` hold the flow's Glow architecture and its training, and register nothing).
 
 Importing this package imports every module in it (other than ``base``), so a new method is one new
 file. Importing is cheap: torch and scikit-learn are imported inside ``fit`` of the methods that need

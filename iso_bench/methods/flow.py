@@ -27,7 +27,7 @@ float32, one intra-op CPU thread (a step's tensors are too small for more thread
 synchronise; the caller's thread count is restored), or the GPU that the :attr:`Flow.device` attribute
 names (no parameter: it changes float rounding only); every trained tensor a view of one flat tensor,
 which Adam and the gradient clipping update as one; the glow's gradient written out layer by layer
-(:class:`iso_bench.methods.glow.Trainer`, checked against autograd by the tests), the affine flow's
+(:class:`iso_bench.methods.glow_trainer.Trainer`, checked against autograd by the tests), the affine flow's
 through autograd. A step of the default on 64 384-d vectors costs about 3 ms of one CPU core (autograd
 over the separate tensors: about 13 ms). The initialisation (random draws, data-dependent actnorms)
 runs on the CPU whatever the device. The trained parameters are stored as float64 numpy arrays
@@ -43,6 +43,7 @@ import numpy as np
 
 from iso_bench.methods import glow
 from iso_bench.methods.base import Method, register
+from iso_bench.methods.glow_trainer import Trainer
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 ARCHS = ("glow", "affine")
@@ -330,14 +331,14 @@ class _Autograd:
 # ---- the architectures ------------------------------------------------------------------------------
 class _Glow:
     """``arch="glow"``: :mod:`iso_bench.methods.glow` with the method's levels, depth, width, permutation,
-    trained by :class:`iso_bench.methods.glow.Trainer` (gradients by hand, no autograd)."""
+    trained by :class:`iso_bench.methods.glow_trainer.Trainer` (gradients by hand, no autograd)."""
 
     @staticmethod
     def init(torch: Any, d: int, cfg: Flow) -> Any:
         return glow.init(torch, d, int(cfg.levels), int(cfg.depth), int(cfg.width), cfg.permutation)
 
     data_init = staticmethod(glow.data_init)
-    trainer = staticmethod(glow.Trainer)
+    trainer = staticmethod(Trainer)
     forward = staticmethod(glow.forward)
     inverse = staticmethod(glow.inverse)
 
