@@ -153,7 +153,7 @@ class _Variant:
                     else:
                         X = self._fit_matrix(corpus, level)
                         n_vectors = len(X)
-                        if level == "token" and type(method).takes_token_types:
+                        if level == "token" and method.needs_token_types():
                             method.fit(X, token_types=self._fit_token_types(corpus, n_vectors))
                         else:
                             method.fit(X)

@@ -51,7 +51,6 @@ class Method:
     streams: ClassVar[bool] = False  # learns from moments that accumulate batch by batch (partial_fit)
     scatter: ClassVar[bool] = False  # ... the scatter matrix among them, not only the mean
     extremes: ClassVar[bool] = False  # ... and how often each dimension is a vector's smallest/largest coordinate
-    takes_token_types: ClassVar[bool] = False  # fit(X, token_types=...): the tokenizer id of each token vector
 
     # ---- parameters -------------------------------------------------------------------------------
     @classmethod
@@ -174,6 +173,11 @@ class Method:
         raise NotImplementedError
 
     # ---- fitting ----------------------------------------------------------------------------------
+    def needs_token_types(self) -> bool:
+        """Whether a token-level ``fit`` takes ``token_types=`` (the tokenizer id of each token vector): the
+        encoder then counts them in the fit corpus. No method but ``zipfian-whiten-weights=uniform`` does."""
+        return False
+
     def fit(self, X: np.ndarray) -> Method:  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -68,7 +68,6 @@ class ZipfianWhiten(Whiten):
     order = 90
     default_level = "token"
     streams, scatter = False, False
-    takes_token_types = True  # fit takes the token type of each fit vector (its tokenizer id)
 
     def __init__(self, *, weights: str = "zipf", n_components: int | None = None, eps: float = 0.0) -> None:
         super().__init__(n_components=n_components, eps=eps)
@@ -79,6 +78,10 @@ class ZipfianWhiten(Whiten):
         super().check(dim)
         if self.weights not in WEIGHTS:
             self._refuse(f"weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
+
+    def needs_token_types(self) -> bool:
+        """Uniform weights need each fit vector's token type; Zipfian weights are those of the occurrences."""
+        return self.weights == "uniform"
 
     def fit(self, X: np.ndarray, token_types: np.ndarray | None = None) -> ZipfianWhiten:
         X = self._check_fit_input(X)
