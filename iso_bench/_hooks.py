@@ -1,5 +1,5 @@
-"""Register iso-bench's variants with mteb once mteb's model registry is imported, without importing
-mteb (3 s) when ``iso_bench`` is imported for something that does not need it."""
+"""Register iso-bench's variants, tasks and benchmark with mteb once mteb's registries are imported, without
+importing mteb (3 s) when ``iso_bench`` is imported for something that does not need it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 MODELS = "mteb.models.model_implementations"
 TASKS = "mteb.get_tasks"
 RESULTS = "mteb.cache"
+BENCHMARKS = "mteb.benchmarks.benchmarks"
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -69,7 +70,14 @@ def _install_result_hook() -> None:
     install_result_hook()
 
 
+def _register_benchmark() -> None:
+    from iso_bench.benchmark import register
+
+    register()
+
+
 def install() -> None:
     when_imported(MODELS, _register_models)
     when_imported(TASKS, _register_tasks)
     when_imported(RESULTS, _install_result_hook)
+    when_imported(BENCHMARKS, _register_benchmark)

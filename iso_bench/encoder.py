@@ -122,7 +122,12 @@ class _Variant:
 
             self.note_task(mteb.get_task(task_name).metadata)
         seen = self._seen[task_name]
+        from iso_bench import instances
+        from iso_bench.benchmark import result_record
+
+        fit_corpus = self.corpus.setting if type(self._prototype).fitted else None
         return {"iso_bench_version": __version__, **self.base_record, "variant": self.config(),
+                "benchmark": result_record(self.spec, fit_corpus, instances.N_RESAMPLES),
                 "task_type": seen["type"], "data": self.data_sources.get(task_name) or seen["data"],
                 "fit": self.fit_records.get(task_name)}
 

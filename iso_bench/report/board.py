@@ -141,6 +141,7 @@ class Leaderboard:
     sections: tuple[Section, ...]
     n_files: int = 0
     ci: bool = False
+    benchmarks: tuple[tuple[str, int], ...] = ()  # result files per benchmark they record (:func:`benchmark_counts`)
 
 
 def mean_label(group: Group, n_tasks: int) -> str:
@@ -179,7 +180,22 @@ def build_leaderboard(results: Sequence[Result], ci: bool = True, accept_modifie
     comparison = _comparison(ix, boot)
     if comparison is not None:
         sections.append(Section("Models compared", "", (comparison,), "comparison"))
-    return Leaderboard(tuple(sections), len(results), ci)
+    return Leaderboard(tuple(sections), len(results), ci, benchmark_counts(results))
+
+
+NO_BENCHMARK = "none recorded"
+
+
+def benchmark_counts(results: Sequence[Result]) -> tuple[tuple[str, int], ...]:
+    """How many results record each benchmark (``iso-bench v1, definition <12 hex>``; results of iso-bench 0.1
+    record none), sorted by label."""
+    counts: dict[str, int] = {}
+    for r in results:
+        rec = r.record.get("benchmark") if isinstance(r.record, dict) else None
+        label = (f"{rec.get('name')}, definition {str(rec.get('definition_sha256'))[:12]}"
+                 if isinstance(rec, dict) else NO_BENCHMARK)
+        counts[label] = counts.get(label, 0) + 1
+    return tuple(sorted(counts.items()))
 
 
 def _cells(values: Sequence[float | None], refs: Sequence[float | None], ranked: bool, percent: bool = True,

@@ -141,7 +141,7 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
     """
     out = ["# iso-bench leaderboard", "",
            f"Built from {board.n_files} result files. Every table is followed by the provenance of its numbers; "
-           f"{MISSING} is a missing result, never averaged.", ""]
+           f"{MISSING} is a missing result, never averaged.", "", *benchmark_lines(board, md_text), ""]
     for section in board.sections:
         out += [f"## {md_text(section.title)}", ""]
         out += [md_text(section.subtitle, block=True), ""] if section.subtitle else []
@@ -152,6 +152,18 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
             alt = md_text(f"{plot.y_label} against {plot.x_label}, {plot.title}", brackets=True)
             out += [f"![{alt}]({md_url(plots[section.key])})", ""]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def benchmark_lines(board: Leaderboard, escape: Callable[[str], str]) -> list[str]:
+    """The benchmark this iso-bench defines, how many of the board's results record which benchmark, and how
+    to cite it (:mod:`iso_bench.benchmark`)."""
+    from iso_bench.benchmark import CITATION_KEY, NAME, definition_sha256
+
+    counts = "; ".join(f"{escape(label)}: {n}" for label, n in board.benchmarks) or "none"
+    return [f"Benchmark: {NAME}, definition SHA-256 {definition_sha256()} (its tasks, main scores, fit protocol and "
+            f"method defaults: `iso_bench.benchmark.definition()`). Result files by the benchmark they record: "
+            f"{counts}. Cite as `{CITATION_KEY}` (CITATION.cff at the repository root), with the definition's "
+            "SHA-256."]
 
 
 def _md_value(name: str, value: str, block: bool = False) -> str:

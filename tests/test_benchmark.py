@@ -1,0 +1,52 @@
+"""iso-bench v1: a named benchmark version, registered with mteb, recorded in every result, printed on the
+leaderboard with the citation to use."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+from iso_bench.benchmark import NAME, bibtex, definition, definition_sha256, result_record
+
+
+def test_importing_iso_bench_loads_no_mteb_and_mteb_then_knows_the_benchmark() -> None:
+    code = ("import sys, iso_bench; assert 'mteb' not in sys.modules, 'mteb loaded'; import mteb; "
+            f"b = mteb.get_benchmark({NAME!r}); print(' '.join(t.metadata.name for t in b.tasks)); "
+            "print(b.citation.splitlines()[0])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    from iso_bench.cards import suites
+
+    assert out[0].split() == list(suites()["all"])  # the all suite, in card order
+    assert out[1] == "@software{isobench2026,"
+
+
+def test_the_definition_names_tasks_main_scores_protocol_and_resolved_method_defaults() -> None:
+    d = definition()
+    by_task = {t["task"]: t for t in d["tasks"]}
+    assert by_task["STSBenchmark"]["main_score"] == "cosine Spearman" and by_task["STSBenchmark"]["ranked"]
+    assert not by_task["Isotropy-STSB"]["ranked"]  # diagnostics: never ranked
+    assert d["fit_corpus"] == "task" and d["resamples"] == 1000
+    assert d["methods"]["whiten-256"] == {"method": "whiten", "level": "sentence",
+                                          "params": {"n_components": 256, "eps": 0.0}}
+    assert d["methods"]["cluster-pca"]["level"] == "token" and d["methods"]["cluster-pca"]["params"]["n_clusters"] == 27
+    assert len(definition_sha256()) == 64 and definition_sha256()[:12] in bibtex()
+
+
+def test_a_result_conforms_only_with_the_benchmarks_method_fit_corpus_and_resamples() -> None:
+    assert result_record("softdecay", "task", 1000)["conforms"]
+    assert result_record("raw", None, 1000)["conforms"]
+    assert result_record("whiten-eps=0.1", "task", 1000)["differs"] == ["method parameters"]
+    assert result_record("whiten-level=token", "task", 1000)["differs"] == ["method parameters"]
+    assert result_record("whiten", "train", 200)["differs"] == ["fit corpus", "resamples"]
+
+
+def test_results_record_the_benchmark_and_the_leaderboard_counts_them(keyword_variant) -> None:
+    from iso_bench.report.board import benchmark_counts
+
+    record = keyword_variant(["cat", "dog"], "center").provenance("STS12")["benchmark"]
+    assert record == {"name": NAME, "definition_sha256": definition_sha256(), "conforms": True, "differs": []}
+    results = [types.SimpleNamespace(record={"benchmark": record}), types.SimpleNamespace(record={}),
+               types.SimpleNamespace(record={"benchmark": {**record, "definition_sha256": "0" * 64}})]
+    assert benchmark_counts(results) == ((f"{NAME}, definition 000000000000", 1),
+                                         (f"{NAME}, definition {definition_sha256()[:12]}", 1), ("none recorded", 1))
