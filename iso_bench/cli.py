@@ -189,7 +189,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
     from iso_bench.report import FORMATS
 
-    board = sub.add_parser("leaderboard", help="markdown (or csv, latex) tables and plots from a results folder",
+    board = sub.add_parser("leaderboard", help="tables and plots (markdown, csv, latex, html) from a results folder",
                            description="Tables per model (a row per variant, a column per task, means named by "
                            "their tasks and aggregation, differences from raw, best in bold, missing as –), a "
                            "model comparison, and the provenance that makes each number citable; each score with "
@@ -198,8 +198,10 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
     board.set_defaults(func=cmd_leaderboard, network=False)
     board.add_argument("results_dir", metavar="RESULTS_DIR",
                        help="results folder of `iso-bench run` (holds results/<model>/<revision>/<task>.json)")
-    board.add_argument("-o", "--output", metavar="FILE", help="write here (default: standard output)")
-    board.add_argument("--format", choices=FORMATS, default="markdown", help="output format (default: markdown)")
+    board.add_argument("-o", "--output", metavar="FILE", help="write here (default: standard output); html: a "
+                       "folder, which gets index.html (one self-contained page, to open or serve as it is)")
+    board.add_argument("--format", choices=FORMATS, default="markdown",
+                       help="output format (default: markdown; html: a sortable, filterable web page)")
     board.add_argument("--no-plot", action="store_true",
                        help="no isotropy-vs-STS plots (plots are written beside -o FILE, for markdown only)")
     board.add_argument("--accept-modified", action="store_true",

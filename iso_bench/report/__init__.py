@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from iso_bench.files import atomic_write_text
 from iso_bench.report.board import Leaderboard, build_leaderboard
-from iso_bench.report.plots import plot_data, plot_outliers, write_plots
+from iso_bench.report.plots import plot_data, plot_outliers, svg_plots, write_plots
 from iso_bench.report.results import LeaderboardError, Result, read_results, split_model_name
 from iso_bench.report.tables import (
     RENDERERS,
@@ -38,11 +38,16 @@ from iso_bench.report.tables import (
 if TYPE_CHECKING:
     from iso_bench.outliers import OutlierReport
 
-FORMATS: tuple[str, ...] = tuple(RENDERERS)
+FORMATS: tuple[str, ...] = (*RENDERERS, "html")
+HTML_INDEX = "index.html"
 
 
 def render(board: Leaderboard, fmt: str = "markdown") -> str:
     """``board`` in one of :data:`FORMATS`; :class:`LeaderboardError` for another name."""
+    if fmt == "html":
+        from iso_bench.report.html import render_html
+
+        return render_html(board, svg_plots(board))
     if fmt not in RENDERERS:
         raise LeaderboardError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
     return RENDERERS[fmt](board)
@@ -53,7 +58,8 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     """The leaderboard of ``results_dir``: its text when ``output`` is None, else the files written.
 
     With ``output``, markdown also gets one plot per model (``<stem>-<model>.png`` beside ``output``, linked
-    from it) unless ``plot`` is False; the paths come back output first, then the plots, sorted. Raises
+    from it) unless ``plot`` is False; the paths come back output first, then the plots, sorted. ``html`` writes
+    one self-contained page, ``output/index.html`` for a folder (plots inline as SVG). Raises
     :class:`LeaderboardError` (an ``IsoBenchError``: bad input, with the folder or file named) for a missing
     or empty folder (or a file given as one), a malformed result file, an unknown format, an ``output`` that
     cannot be written (:func:`writable_output`, checked before any work), and for a result file whose scores no
@@ -69,15 +75,24 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     >>> write_leaderboard("leaderboards", "leaderboards/leaderboard.md")   # doctest: +SKIP
     [PosixPath('leaderboards/leaderboard.md'), PosixPath('leaderboards/leaderboard-org__model.png')]
     """
-    if fmt not in RENDERERS:
+    if fmt not in FORMATS:
         raise LeaderboardError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
     if Path(results_dir).is_file():
         raise LeaderboardError(f"{results_dir}: is a file, not a results folder; give the folder that holds "
                                "results/<model>/<revision>/<task>.json (the --results folder of iso-bench run)")
+    if fmt == "html" and output is not None:
+        output = _html_index(output)
     out = None if output is None else writable_output(output)
     board = build_leaderboard(read_results(results_dir, accept_modified), ci, accept_modified)
     if out is None:
         return render(board, fmt)
+    if fmt == "html":
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(out, render(board, fmt))
+        except OSError as exc:
+            raise LeaderboardError(_cannot_write(out, exc)) from None
+        return [out]
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         plots = write_plots(board, out.parent, out.stem) if fmt == "markdown" and plot else {}
@@ -85,6 +100,18 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     except OSError as exc:
         raise LeaderboardError(_cannot_write(out, exc)) from None
     return [out, *(out.parent / name for name in sorted(plots.values()))]
+
+
+def _html_index(output: str | Path) -> Path:
+    """The page of ``--format html -o OUT``: ``OUT/index.html`` for a folder (existing, or named with a
+    trailing ``/`` or without a suffix), else ``OUT`` itself (a file such as ``page.html``)."""
+    text = str(output)
+    if not text.strip():
+        return Path(text)  # refused by writable_output, with its message
+    out = Path(text)
+    if out.is_dir() or text.endswith(("/", "\\")) or not out.suffix:
+        return out / HTML_INDEX
+    return out
 
 
 def writable_output(output: str | Path) -> Path:

@@ -9,6 +9,7 @@ time metadata: the same data give the same bytes with the same matplotlib.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,7 +99,69 @@ def write_plots(board: Leaderboard, folder: str | Path, stem: str) -> dict[str, 
     return {key: f"{stem}-{key}.png" for key, _ in plots}
 
 
-def _draw(plt: Any, plot: Plot, path: Path) -> None:
+def svg_plots(board: Leaderboard) -> dict[str, str]:
+    """Each section's figures as inline SVG (text), by section key: its isotropy-vs-STS plot and, per ranked
+    table, each variant's difference from raw per task with the paired interval. Pinned for equal bytes on
+    equal data: the SVG hash salt (per section, so two figures of a page never share an element id), no date."""
+    plt = _pyplot()
+    out = {}
+    for section in board.sections:
+        figures = []
+        plot = plot_data(section)
+        if plot is not None:
+            figures.append((plot, _draw))
+        figures += [(table, _draw_deltas) for table in section.tables if _has_deltas(table)]
+        svgs = []
+        for k, (data, draw) in enumerate(figures):
+            with plt.rc_context({"svg.hashsalt": f"iso-bench-{section.key}-{k}", "svg.fonttype": "path"}):
+                fig = draw(plt, data, None)
+                buf = io.BytesIO()
+                fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+                plt.close(fig)
+            text = buf.getvalue().decode("utf-8")
+            text = re.sub(r"\s*<metadata>.*?</metadata>", "", text[text.index("<svg"):], flags=re.S)
+            svgs.append(text)  # inline: no XML declaration, doctype or RDF metadata
+        if svgs:
+            out[section.key] = "\n".join(svgs)
+    return out
+
+
+def _has_deltas(table: Any) -> bool:
+    return any(c.kind == "score" for c in table.columns) and any(
+        cell.delta is not None for row in table.rows for cell, col in zip(row.cells, table.columns, strict=True)
+        if col.kind == "score")
+
+
+def _draw_deltas(plt: Any, table: Any, path: Path | None) -> Any:
+    """Per task (x), each variant's difference from raw (y) with its paired 95% interval where there is one."""
+    cols = [(j, c) for j, c in enumerate(table.columns) if c.kind == "score"]
+    rows = [row for row in table.rows if any(row.cells[j].delta is not None for j, _ in cols)]
+    with plt.rc_context({"font.size": 8}):
+        fig, ax = plt.subplots(figsize=(max(6.4, 0.9 * len(cols) + 2), 4.2), dpi=100)
+        width = 0.8 / max(1, len(rows))
+        for k, (row, marker) in enumerate(zip(rows, "os^Dv<>ph*xP" * 4, strict=False)):
+            pts = [(i + (k - (len(rows) - 1) / 2) * width, row.cells[j]) for i, (j, _) in enumerate(cols)
+                   if row.cells[j].delta is not None]
+            dots = ax.scatter([x for x, _ in pts], [c.delta for _, c in pts], marker=marker, s=14,
+                              label=plot_text(row.label))
+            bars = [(x, c) for x, c in pts if c.delta_low is not None and c.delta_high is not None]
+            if bars:
+                ax.errorbar([x for x, _ in bars], [c.delta for _, c in bars], fmt="none", linewidth=0.7,
+                            ecolor=dots.get_facecolor()[0],
+                            yerr=[[max(0.0, c.delta - c.delta_low) for _, c in bars],
+                                  [max(0.0, c.delta_high - c.delta) for _, c in bars]])
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(cols)), [plot_text(c.label) for _, c in cols], rotation=30, ha="right")
+        ax.set(ylabel="difference from raw (bars: paired 95% interval)", title=plot_text(table.title))
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(loc="best", fontsize=7, ncol=2)
+        fig.tight_layout()
+    if path is not None:
+        _save(plt, fig, path)
+    return fig
+
+
+def _draw(plt: Any, plot: Plot, path: Path | None) -> Any:
     with plt.rc_context({"font.size": 9}):
         fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
         for k, ((label, points), marker) in enumerate(zip(plot.series, "os^Dv<>p", strict=False)):
@@ -122,7 +185,9 @@ def _draw(plt: Any, plot: Plot, path: Path) -> None:
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
         fig.tight_layout()
+    if path is not None:
         _save(plt, fig, path)
+    return fig
 
 
 def plot_outliers(report: OutlierReport, path: str | Path, top: int = 5) -> None:

@@ -1,0 +1,109 @@
+"""The leaderboard as one self-contained web page (``iso-bench leaderboard DIR --format html -o site/``).
+
+The same :class:`~iso_bench.report.board.Leaderboard` the markdown renders, as ``index.html``: per model, the
+same tables (score, 95% interval, difference from raw, significance mark), sortable by any column and filterable
+by task group and by method; each cell's hover (its ``title``) carries what the markdown cannot fit: the
+paired test's interval, p and q, the spread across seeds, the fit corpus of the row. The plots are inline SVG,
+the provenance of each table is folded (``<details>``). No CDN, no server, no external file: the page opens
+from disk and works on any static host.
+
+Rendered with Jinja2 (its autoescaping: every text from a result file or a model name lands as text, never as
+markup), from the template ``templates/leaderboard.html``; numbers are formatted as in the markdown
+(:func:`~iso_bench.report.tables.format_cell`). Deterministic: the same results give the same bytes (the SVG
+plots pin matplotlib's hash salt and date, :func:`iso_bench.report.plots.svg_plots`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from iso_bench.report.board import Cell, Column, Leaderboard, Row, Table
+from iso_bench.report.marks import MARKS
+from iso_bench.report.tables import MINUS, MISSING, _bounded, _label, benchmark_lines, format_cell, format_delta
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def render_html(board: Leaderboard, plots: Mapping[str, str] | None = None) -> str:
+    """``board`` as an HTML page; ``plots`` maps a section's key to its inline SVG (text)."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+    from markupsafe import Markup
+
+    from iso_bench.benchmark import bibtex
+
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html"]),
+                      undefined=StrictUndefined, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    sections = []
+    for s_index, section in enumerate(board.sections):
+        tables = [_table(t, f"t{s_index}-{t_index}", section.title) for t_index, t in enumerate(section.tables)]
+        svg = (plots or {}).get(section.key)
+        sections.append({"title": section.title, "subtitle": section.subtitle, "tables": tables,
+                         "svg": None if svg is None else Markup(svg), "id": f"s{s_index}"})
+    groups = sorted({t["group"] for s in sections for t in s["tables"]})
+    methods = sorted({row["method"] for s in sections for t in s["tables"] for row in t["rows"]})
+    return env.get_template("leaderboard.html").render(
+        board=board, sections=sections, groups=groups, methods=methods, missing=MISSING,
+        benchmark=" ".join(benchmark_lines(board, str)).replace("`", ""), bibtex=bibtex())
+
+
+def _table(table: Table, table_id: str, section: str) -> dict[str, Any]:
+    wide = _bounded(table)
+    columns = [{"label": c.label, "kind": c.kind, "bounds": w} for c, w in zip(table.columns, wide, strict=True)]
+    fits = next((values for name, values in table.provenance if name == "fit"), ())
+    rows = []
+    for row in table.rows:
+        method = _method(row)
+        fit = [v for v in fits if v.startswith((f"{method} (", f"{method}:"))]
+        rows.append({"labels": [_label(row, a) for a in table.labels], "method": method,
+                     "cells": [_cell(c, col, row, fit) for c, col in zip(row.cells, table.columns, strict=True)]})
+    group = table.title.split(":")[0] if table.labels == ("variant",) else "models compared"
+    return {"id": table_id, "title": table.title, "group": group, "labels": list(table.labels),
+            "columns": columns, "rows": rows, "notes": list(table.notes), "provenance": table.provenance,
+            "section": section}
+
+
+def _method(row: Row) -> str:
+    """The method a row shows (its variant's method name): what the method filter selects."""
+    from iso_bench.methods import METHODS
+
+    spec = row.variant
+    names = sorted((n for n in METHODS if spec == n or spec.startswith(n + "-")), key=len)
+    return names[-1] if names else spec
+
+
+def _cell(cell: Cell, column: Column, row: Row, fit: list[str]) -> dict[str, Any]:
+    """Text as the markdown shows it (interval included), the number a sort reads, and the hover text."""
+    text = format_cell(cell, column, MINUS)
+    return {"text": text, "sort": "" if cell.value is None else repr(float(cell.value)), "best": cell.best,
+            "significant": cell.significant, "mark": MARKS.get(cell.mark, ""), "title": _hover(cell, column, row, fit),
+            "missing": cell.value is None}
+
+
+def _hover(cell: Cell, column: Column, row: Row, fit: list[str]) -> str:
+    """What the markdown cannot fit: the paired test (its interval, p and q), the seeds' spread, the setup and
+    the fit corpus (the table's provenance lines of the row's method)."""
+    if cell.value is None:
+        return "withheld: not meaningful for this row (see the notes)" if cell.withheld else "missing result"
+    parts = [f"{row.label}: {column.label}"]
+    if cell.low is not None:
+        parts.append(f"95% interval [{_num(cell.low)}, {_num(cell.high)}]")
+    if cell.sd is not None:
+        parts.append(f"seed spread: standard deviation {_num(cell.sd)} across the seeds")
+    if cell.delta is not None:
+        diff = f"difference from raw {format_delta(cell.delta, column.fmt)}"
+        if cell.delta_low is not None:
+            diff += f" [{_num(cell.delta_low)}, {_num(cell.delta_high)}]"
+        parts.append(diff)
+    if cell.p is not None:
+        parts.append(f"paired test: p = {cell.p:.6g}, q = {cell.q:.6g}" + (" (significant)" if cell.significant
+                                                                             else " (not significant)"))
+    if row.setup:
+        parts.append(f"setup: {row.setup}")
+    parts += [f"fit: {line}" for line in fit]
+    return "; ".join(parts)
+
+
+def _num(value: float | None) -> str:
+    return "?" if value is None else f"{value:.4g}".replace("-", MINUS)

@@ -1,0 +1,137 @@
+"""The web leaderboard: one self-contained page with the markdown's tables, sortable and filterable, each
+cell's hover holding what the markdown cannot fit; the same bytes for the same results; a real headless
+Chromium reads it (Debian's chromium and chromium-driver through Selenium; skipped, saying why, where they are
+not installed: CI installs them)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from iso_bench.report import render, write_leaderboard
+from iso_bench.report.board import build_leaderboard
+from iso_bench.report.results import read_results
+from iso_bench.report.tables import MINUS
+from tests.report_helpers import sts_units, write_scored
+
+LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"
+PLANTED = "org/<script>window.pwned = 1</script>"
+VARIANTS = {"raw": 1.0, "center": 0.9, "whiten": 1.3}  # noise of each variant's predictions
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A results folder (a model with a planted script for a name, and a plain one; raw, center and whiten on
+    two STS tasks, with units for intervals and paired tests) and its page."""
+    root = tmp_path_factory.mktemp("html-results")
+    for m, base in enumerate([PLANTED, "org/plain"]):
+        for t, task in enumerate(["STS12", "STS13"]):
+            for v, (variant, noise) in enumerate(VARIANTS.items()):
+                units = sts_units(400, noise + 0.1 * m, seed=100 * m + 10 * t + v, gold_seed=t)
+                write_scored(root, base, variant, task, units)
+    written = write_leaderboard(root, tmp_path_factory.mktemp("site"), "html")
+    return root, written[0]
+
+
+def _csv_rows(root: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(render(build_leaderboard(read_results(root)), "csv"))))
+
+
+def test_the_page_is_one_self_contained_file_rendered_to_the_same_bytes(site: tuple[Path, Path]) -> None:
+    root, page = site
+    html = page.read_text(encoding="utf-8")
+    assert page.name == "index.html" and html.startswith("<!DOCTYPE html>")
+    for external in ("src=", "<link", 'href="http', "url(http", "@import", "<iframe"):
+        assert external not in html, external  # no CDN, no file beside it: nothing is fetched
+    assert html.count("<svg") >= 2  # the isotropy plot is absent (no diagnostics), the differences are there
+    assert render(build_leaderboard(read_results(root)), "html") == html  # rendered again: the same bytes
+    assert PLANTED not in html and "&lt;script&gt;window.pwned = 1&lt;/script&gt;" in html
+
+
+def test_the_published_page_is_a_fresh_render_of_the_committed_results(tmp_path: Path) -> None:
+    committed = LEADERBOARDS / "index.html"
+    assert committed.is_file(), "leaderboards/index.html is missing"
+    [page] = write_leaderboard(LEADERBOARDS, tmp_path / "site", "html")
+    assert page.read_bytes() == committed.read_bytes()
+
+
+# ---- in a real browser ---------------------------------------------------------------------------------
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the module (Selenium, the system's chromedriver: nothing is downloaded)."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+    if not CHROMIUM.exists() or not DRIVER.exists():
+        pytest.skip("Debian's chromium and chromium-driver are not installed (apt-get install chromium "
+                    "chromium-driver); CI installs them")
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ.setdefault("SE_AVOID_STATS", "true")
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1100"):
+        options.add_argument(arg)
+    options.binary_location = str(CHROMIUM)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=options)
+    yield driver
+    driver.quit()
+
+
+def _visible_rows(table) -> list[list[str]]:
+    return [[c.text for c in row.find_elements("css selector", "th, td")]
+            for row in table.find_elements("css selector", "tbody tr") if row.is_displayed()]
+
+
+def _number(text: str) -> str:
+    return text.split(" ")[0].replace(MINUS, "-").rstrip("*†‡°")
+
+
+def test_a_reader_sorts_filters_and_hovers_the_tables_in_a_browser(site, browser, tmp_path: Path) -> None:
+    root, page = site
+    browser.get(page.as_uri())
+    rows = _csv_rows(root)
+    # every table has the rows and numbers of the markdown (the CSV holds the same cells)
+    model_table = browser.find_element("id", "t1-0")  # the plain model's STS table
+    assert model_table.find_element("xpath", "preceding::h2[1]").text == "org/plain"
+    shown = {r[0]: r[1:] for r in _visible_rows(model_table)}
+    expected = [r for r in rows if r["model"] == "org/plain" and r["table"].startswith("MTEB STS")]
+    assert set(shown) == {r["variant"] for r in expected} == set(VARIANTS)
+    columns = [th.text.rstrip(" ↕↑↓") for th in model_table.find_elements("css selector", "thead th")][1:]
+    for r in expected:
+        assert _number(shown[r["variant"]][columns.index(r["column"])]) == r["value"], r
+    # a click on a column header orders the rows by it (highest first), a second click lowest first
+    header = model_table.find_elements("css selector", "thead th button")[1 + columns.index("STS12")]
+    header.click()
+    by_sts12 = sorted((r for r in expected if r["column"] == "STS12"), key=lambda r: -float(r["value"]))
+    assert [r[0] for r in _visible_rows(model_table)] == [r["variant"] for r in by_sts12]
+    header.click()
+    assert [r[0] for r in _visible_rows(model_table)] == [r["variant"] for r in reversed(by_sts12)]
+    # the method filter keeps one method (and raw, the reference of its differences)
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("id", "method-filter")).select_by_value("whiten")
+    assert sorted(r[0] for r in _visible_rows(model_table)) == ["raw", "whiten"]
+    Select(browser.find_element("id", "method-filter")).select_by_value("")
+    # a cell's hover holds the paired test's p and q, as the CSV gives them
+    cell = next(r for r in expected if r["variant"] == "whiten" and r["column"] == "STS12")
+    td = model_table.find_elements("css selector", "tbody tr")
+    row = next(tr for tr in td if tr.find_element("css selector", "th").text == "whiten")
+    title = row.find_elements("css selector", "td")[columns.index("STS12")].get_attribute("title")
+    assert f"p = {cell['p_value']}, q = {cell['q_value']}" in title
+    # the planted model name is text on the page, and no script of it ran
+    assert browser.find_elements("css selector", "h2")[0].text == PLANTED
+    assert browser.execute_script("return window.pwned === undefined")
+    browser.save_screenshot(str(tmp_path / "leaderboard.png"))
+    assert (tmp_path / "leaderboard.png").stat().st_size > 10_000
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+    keep = os.environ.get("ISO_BENCH_KEEP_SCREENSHOT")
+    if keep:
+        shutil.copy(tmp_path / "leaderboard.png", keep)
