@@ -214,6 +214,17 @@ def test_the_plan_of_an_mteb_benchmark_names_its_tasks_and_their_data_without_lo
     assert not (tmp_path / "r").exists()  # a dry run writes nothing
 
 
+def test_the_isotropy_task_finds_its_data_where_its_corpus_task_has_it() -> None:
+    import mteb
+
+    from iso_bench.grid.tasks import data_at_hand
+
+    if not (HUB_MIRROR / "mteb" / "stsbenchmark-sts").is_dir():
+        pytest.skip("no STS mirror here")
+    here = data_at_hand(mteb.get_task("Isotropy-STSB"), HUB_MIRROR.parent)
+    assert here == data_at_hand(mteb.get_task("STSBenchmark"), HUB_MIRROR.parent) == "mirror"
+
+
 def test_the_local_engine_imports_no_dask(mirror, tmp_path: Path) -> None:
     code = ("import sys\nfrom iso_bench.cli import main\n"
             f"assert main(['run', '--model', 'a/b', 'c/d', '--tasks', 'STS12', '--dry-run', '--results', "

@@ -84,6 +84,11 @@ def data_at_hand(task: Any, data_dir: str | Path | None = None) -> str:
         if (root is not None and (root / source.path).is_dir()) or (source.download_root() / source.path).is_dir():
             return "iso-bench data"
         return "missing (downloaded on first use)"
+    corpus = getattr(getattr(task, "card", None), "params", {}).get("corpus_task")
+    if corpus:  # a task read from another mteb task's data (the isotropy task: STS-B's test sentences)
+        import mteb
+
+        return data_at_hand(mteb.get_task(corpus), data_dir)
     repo = str(task.metadata.dataset.get("path", ""))
     if root is not None and any((base / repo).is_dir() for base in (root, root / "hub")):
         return "mirror"
