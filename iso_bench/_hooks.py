@@ -71,9 +71,9 @@ def _install_result_hook() -> None:
 
 
 def _register_benchmark() -> None:
-    from iso_bench.benchmark import register
+    from iso_bench.mteb_plugin import register_benchmark
 
-    register()
+    register_benchmark()
 
 
 def install() -> None:

@@ -11,7 +11,7 @@ Every result records the benchmark it was run under (:func:`result_record`, in i
 the name, the definition's SHA-256 and whether the variant's method, fit corpus and resamples are the
 benchmark's (``conforms``); a leaderboard says so per row where they are not, and never ranks such rows with
 conforming ones. The benchmark is registered with mteb as an ``mteb.Benchmark`` once mteb's benchmark registry
-is imported (:func:`register`, through the same after-import hook as the variants), so
+is imported (:func:`iso_bench.mteb_plugin.register_benchmark`, through the same after-import hook as the variants), so
 ``mteb.get_benchmark("iso-bench v1")`` returns its tasks after ``import iso_bench``.
 
 Example:
@@ -89,28 +89,6 @@ def result_record(spec: str, fit_corpus: str | None, resamples: int | None) -> d
     if resamples not in (None, RESAMPLES):
         differs.append("resamples")
     return {"name": NAME, "definition_sha256": definition_sha256(), "conforms": not differs, "differs": differs}
-
-
-def register() -> None:
-    """Add ``iso-bench v1`` to mteb's benchmarks (``mteb.get_benchmark``); called once mteb's benchmark
-    module is imported. Its tasks are mteb's and iso-bench's task objects, in card order."""
-    import mteb
-    import mteb.benchmarks.benchmarks as module
-    from mteb.benchmarks import get_benchmark as getter
-
-    if isinstance(getattr(module, "ISO_BENCH_V1", None), mteb.Benchmark):
-        return
-    names = [t["task"] for t in definition()["tasks"]]
-    module.ISO_BENCH_V1 = mteb.Benchmark(
-        name=NAME, tasks=mteb.get_tasks(tasks=names),
-        description="iso-bench v1: isotropy post-processing of sentence encoders compared on MTEB's STS tasks, "
-                    "the papers' STS protocol, WiC and WSD (ranked), with isotropy diagnostics (unranked); every "
-                    f"fitted method fits on the evaluated task's texts. Definition SHA-256 {definition_sha256()}.",
-        citation=bibtex())
-    for cached in ("_build_registry", "_build_aliases_registry"):
-        clear = getattr(getattr(getter, cached, None), "cache_clear", None)
-        if clear is not None:
-            clear()
 
 
 def _jsonable(value: Any) -> Any:

@@ -363,3 +363,29 @@ def register_tasks() -> None:
         cls = task_class(card)
         module._TASKS_REGISTRY[card.name] = cls
         module.TASK_LIST = (*module.TASK_LIST, cls)
+
+
+def register_benchmark() -> None:
+    """Add ``iso-bench v1`` to mteb's benchmarks (``mteb.get_benchmark``); called once mteb's benchmark
+    module is imported. Its tasks are mteb's and iso-bench's task objects, in card order."""
+    import importlib
+
+    import mteb
+    import mteb.benchmarks.benchmarks as module
+
+    from iso_bench.benchmark import NAME, bibtex, definition, definition_sha256
+
+    if isinstance(getattr(module, "ISO_BENCH_V1", None), mteb.Benchmark):
+        return
+    names = [t["task"] for t in definition()["tasks"]]
+    module.ISO_BENCH_V1 = mteb.Benchmark(
+        name=NAME, tasks=mteb.get_tasks(tasks=names),
+        description="iso-bench v1: isotropy post-processing of sentence encoders compared on MTEB's STS tasks, "
+                    "the papers' STS protocol, WiC and WSD (ranked), with isotropy diagnostics (unranked); every "
+                    f"fitted method fits on the evaluated task's texts. Definition SHA-256 {definition_sha256()}.",
+        citation=bibtex())
+    lookup = importlib.import_module("mteb.benchmarks.get_benchmark")  # the module (its function shadows it)
+    for cached in ("_build_registry", "_build_aliases_registry"):  # registries built before this, built again
+        clear = getattr(getattr(lookup, cached, None), "cache_clear", None)
+        if clear is not None:
+            clear()

@@ -21,6 +21,15 @@ def test_importing_iso_bench_loads_no_mteb_and_mteb_then_knows_the_benchmark() -
     assert out[1] == "@software{isobench2026,"
 
 
+def test_mteb_finds_the_benchmark_when_its_registry_was_built_before_iso_bench_was_imported() -> None:
+    code = ("import mteb; mteb.get_benchmark('MTEB(eng, v2)'); import iso_bench; "
+            f"print(len(mteb.get_benchmark({NAME!r}).tasks))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    from iso_bench.cards import suites
+
+    assert int(out.split()[-1]) == len(suites()["all"])
+
+
 def test_the_definition_names_tasks_main_scores_protocol_and_resolved_method_defaults() -> None:
     d = definition()
     by_task = {t["task"]: t for t in d["tasks"]}
