@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from iso_bench.benchmark import definition_sha256
 from iso_bench.registry import IsoBenchError
 from iso_bench.report import (
     FORMATS,
@@ -59,11 +60,19 @@ Provenance:
   - not recorded in 1 of 5 result files
 """  # noqa: E501
 
+# the line under the title: this iso-bench's benchmark, what the 7 hand-written results record (none), how to cite
+BENCHMARK_LINE = (f"Benchmark: iso-bench v1, definition SHA-256 {definition_sha256()} (its tasks, main scores, fit "
+                  "protocol and method defaults: `iso_bench.benchmark.definition()`). Result files by the benchmark "
+                  "they record: none recorded: 7. Cite as `isobench2026` (CITATION.cff at the repository root), with "
+                  "the definition's SHA-256.")
+
 EXPECTED_MARKDOWN = """\
 # iso-bench leaderboard
 
 Built from 7 result files. Every table is followed by the provenance of its numbers; – is a missing result, never \
 averaged.
+
+""" + BENCHMARK_LINE + """
 
 ## org/alpha
 
@@ -380,9 +389,9 @@ def test_missing_or_empty_folder_or_unknown_format(tmp_path: Path) -> None:
     (tmp_path / "results").mkdir()
     with pytest.raises(LeaderboardError, match="no result files"):
         write_leaderboard(tmp_path)
-    with pytest.raises(LeaderboardError, match="unknown format 'html': one of markdown, csv, latex"):
-        write_leaderboard(tmp_path, fmt="html")
-    assert FORMATS == ("markdown", "csv", "latex")
+    with pytest.raises(LeaderboardError, match="unknown format 'pdf': one of markdown, csv, latex, html"):
+        write_leaderboard(tmp_path, fmt="pdf")
+    assert FORMATS == ("markdown", "csv", "latex", "html")
 
 
 def test_write_leaderboard_writes_markdown_and_a_linked_plot(tmp_path: Path) -> None:
