@@ -59,3 +59,41 @@ def test_results_record_the_benchmark_and_the_leaderboard_counts_them(keyword_va
                types.SimpleNamespace(record={"benchmark": {**record, "definition_sha256": "0" * 64}})]
     assert benchmark_counts(results) == ((f"{NAME}, definition 000000000000", 1),
                                          (f"{NAME}, definition {definition_sha256()[:12]}", 1), ("none recorded", 1))
+
+
+def test_a_board_mixing_benchmark_definitions_labels_those_rows_and_never_ranks_them(tmp_path) -> None:
+    """raw and whiten record this definition; center, the best on every task, records another (as a run under
+    other method defaults would) and abtt none: their rows say so, are never bold and never the model's best;
+    a board of one definition only is labelled and ranked as before."""
+    from iso_bench.report import render
+    from iso_bench.report.board import build_leaderboard
+    from iso_bench.report.results import read_results
+    from tests.report_helpers import set_record, small_case, write_result
+
+    root = small_case(tmp_path)
+    ours = result_record("whiten", "task", 1000)
+    for path in (root / "results").rglob("*.json"):
+        if "abtt" not in str(path) and path.name != "model_meta.json":
+            set_record(path, benchmark=ours)
+    theirs = {**ours, "definition_sha256": "ab" * 32}
+    for task, main in (("STS12", 0.90), ("STSBenchmark", 0.95)):
+        set_record(write_result(root, "org/alpha", "center", task, main), benchmark=theirs)
+    board = build_leaderboard(read_results(root), ci=False)
+    sts = board.sections[0].tables[0]
+    rows = {row.label: row for row in sts.rows}
+    other, unrecorded = f"center [benchmark={NAME} @{'ab' * 6}]", "abtt [benchmark=none recorded]"
+    assert set(rows) == {"raw", "whiten", other, unrecorded}
+    assert [c.value for c in rows[other].cells] == [90.0, 95.0, 92.5]  # shown, with its numbers
+    assert not any(c.best for c in rows[other].cells)  # but never bold: raw is the best of the ranked rows
+    assert [c.best for c in rows["raw"].cells] == [True, True, True]
+    assert not rows[unrecorded].cells[0].best  # abtt ties raw on STS12 (72.37) but is not of this definition
+    assert any("never bold and never best" in note and other in note for note in sts.notes)
+    page = render(board, "html")
+    assert other in page and f"{NAME} @{definition_sha256()[:12]}" in page
+    [comparison] = board.sections[-1].tables
+    assert [(row.label, row.tag) for row in comparison.rows] == [("raw", "best")]  # center is not the best
+    for path in (root / "results").rglob("*.json"):  # every result of one definition: nothing to label
+        if path.name != "model_meta.json":
+            set_record(path, benchmark=ours)
+    labels = [row.label for row in build_leaderboard(read_results(root), ci=False).sections[0].tables[0].rows]
+    assert labels == ["raw", "abtt", "center", "whiten"]

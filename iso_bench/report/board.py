@@ -199,17 +199,20 @@ def benchmark_counts(results: Sequence[Result]) -> tuple[tuple[str, int], ...]:
 
 
 def _cells(values: Sequence[float | None], refs: Sequence[float | None], ranked: bool, percent: bool = True,
-           marks: Sequence[tuple[str, str]] = ()) -> list[Cell]:
-    """One column: percents rounded as shown; delta = shown value − shown reference; best = max (ties: all);
-    mark = the row's own, or its reference's where a difference is shown (``marks``: :meth:`Index.marks`)."""
+           marks: Sequence[tuple[str, str]] = (), eligible: Sequence[bool] = ()) -> list[Cell]:
+    """One column: percents rounded as shown; delta = shown value − shown reference; best = max (ties: all) over
+    the ``eligible`` rows (all by default: :meth:`Index.ranked`); mark = the row's own, or its reference's where a
+    difference is shown (``marks``: :meth:`Index.marks`)."""
     places = PERCENT_DECIMALS if percent else 6
     shown, refs = ([None if v is None else round(v, places) if percent else v for v in vs] for vs in (values, refs))
-    top = max((v for v in shown if v is not None), default=None) if ranked else None
+    eligible = list(eligible) or [True] * len(shown)
+    candidates = [v for v, ok in zip(shown, eligible, strict=True) if v is not None and ok]
+    top = max(candidates, default=None) if ranked else None
     cells = []
-    for v, ref, (own, of_ref) in zip(shown, refs, marks or [("", "")] * len(shown), strict=True):
+    for v, ref, (own, of_ref), ok in zip(shown, refs, marks or [("", "")] * len(shown), eligible, strict=True):
         delta = None if v is None or ref is None else round(v - ref, places) + 0.0
         mark = "" if v is None else worst(own, of_ref if delta is not None else "")
-        cells.append(Cell(v, delta, top is not None and v == top, mark=mark))
+        cells.append(Cell(v, delta, ok and top is not None and v == top, mark=mark))
     return cells
 
 
@@ -246,6 +249,16 @@ def _setup_notes(ix: Index, lines: Sequence[Line]) -> list[str]:
     return notes
 
 
+def _benchmark_note(ix: Index, lines: Sequence[Line]) -> list[str]:
+    """What a [benchmark=…] label means, where a row of another benchmark definition is among ``lines``."""
+    others = sorted({line.label for line in lines if not ix.ranked(line)})
+    if not others:
+        return []
+    return [f"{', '.join(others)}: results of another benchmark definition than this board's reference "
+            f"({ix.reference}; other tasks, protocol or method defaults, or none recorded), labelled "
+            "[benchmark=…]: shown, never bold and never best, not ranked with the other rows."]
+
+
 def _ranked_table(ix: Index, group: Group, tasks: tuple[str, ...], lines: Sequence[Line], boot: Bootstrap | None
                   ) -> Table:
     columns = [Column(t, ix.label[t]) for t in tasks]
@@ -261,7 +274,10 @@ def _ranked_table(ix: Index, group: Group, tasks: tuple[str, ...], lines: Sequen
                      "missing any of them gets – (never a mean of the present cells).")
     has_raw = any(line.variant == "raw" for line in lines)
     notes += ([] if has_raw else ["No raw variant: no differences shown."]) + _setup_notes(ix, lines)
-    cells = [_cells(col, ix.refs(col, lines), True, marks=m) for col, m in zip(grid, marks, strict=True)]
+    notes += _benchmark_note(ix, lines)
+    eligible = [ix.ranked(line) for line in lines]
+    cells = [_cells(col, ix.refs(col, lines), True, marks=m, eligible=eligible)
+             for col, m in zip(grid, marks, strict=True)]
     if boot is not None:
         col_tasks = [(t,) for t in tasks] + [tasks] * bool(group.mean)
         cells, more = annotate(boot, ix, cells, lines, col_tasks, [c.label for c in columns],
@@ -318,7 +334,8 @@ def _finite(value: Any) -> float | None:
 def _compared(ix: Index, lines: Sequence[Line], tasks: Sequence[str]) -> list[tuple[Line, str]]:
     """One model's rows in the comparison: its best row(s) by the mean of ``tasks`` (ties: all), after the raw
     row(s) they are compared with (every raw row when no row has the mean); tags as in :func:`_comparison`."""
-    means = {line: round(m, PERCENT_DECIMALS) for line in lines if (m := ix.mean(line, tasks)) is not None}
+    means = {line: round(m, PERCENT_DECIMALS) for line in lines
+             if ix.ranked(line) and (m := ix.mean(line, tasks)) is not None}
     best = [line for line, m in means.items() if m == max(means.values())]
     raws = [line for line in lines if line.variant == "raw"]
     shown = [r for r in raws if r in best or any(ix.raw[b] == r for b in best)] or raws
@@ -345,7 +362,8 @@ def _comparison(ix: Index, boot: Bootstrap | None) -> Table | None:
             col_tasks.append(picked)
             cells.append(_cells([ix.mean(line, picked) for line, _ in keys],
                                 [ix.mean(ix.raw[line], picked) if ix.raw[line] else None for line, _ in keys], True,
-                                marks=ix.marks([line for line, _ in keys], picked)))
+                                marks=ix.marks([line for line, _ in keys], picked),
+                                eligible=[ix.ranked(line) for line, _ in keys]))
     label = mean_label(crit[0], len(crit[1]))
     notes = [f"best = the variant with the highest {label}, among the variants with a result on every one of its "
              "tasks (compared at two decimals; ties: all listed); each model's raw row is shown with it."]
@@ -356,6 +374,7 @@ def _comparison(ix: Index, boot: Bootstrap | None) -> Table | None:
     notes.append("Other columns show the same variants (not each column's best); (+d) / (−d) = difference from the "
                  "model's raw; bold = best in the column over all rows; – = missing, never averaged.")
     notes += _setup_notes(ix, [line for line, _ in keys]) + _seed_notes(ix, [line for line, _ in keys], crit[1])
+    notes += _benchmark_note(ix, [line for line, _ in keys])
     if boot is not None:
         lines = [line for line, _ in keys]
         cells, more = annotate(boot, ix, cells, lines, col_tasks, [c.label for c in columns],

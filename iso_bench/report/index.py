@@ -5,6 +5,12 @@ A row (:class:`Line`) is a variant in one setup (:mod:`.setups`); with ``merge``
 differ only in seed become one row, whose values are the mean over its seeds (never over fewer: a row missing a
 task in any seed misses it). Plain data, no rendering; :mod:`.board` builds the tables from it.
 
+Where the results record more than one benchmark definition (:mod:`iso_bench.benchmark`: another version, other
+method defaults, or none recorded), the benchmark is part of every setup (``benchmark=iso-bench v1 @853d756f7d4b``):
+a variant's results of two definitions are two rows, never averaged, and every row of a definition other than
+the board's reference (this iso-bench's own where any result records it, else the one most results record) is
+labelled with it and never ranked (:meth:`Index.ranked`).
+
 >>> ix = Index(read_results("results"), merge=True)           # doctest: +SKIP
 >>> [line.label for line in ix.lines[ix.models[0]]]           # doctest: +SKIP
 ['raw', 'flow [seeds 0-2]']
@@ -12,8 +18,11 @@ task in any seed misses it). Plain data, no rendering; :mod:`.board` builds the 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -82,9 +91,38 @@ def _mteb_type(task: str) -> str | None:
         return None
 
 
-def model_lines(results: Sequence[Result], merge: bool = False) -> list[Line]:
+BENCHMARK = "benchmark"  # the setup kwarg a board of mixed benchmark definitions adds (never an mteb kwarg)
+NO_BENCHMARK = "none recorded"
+
+
+def benchmark_label(result: Result) -> str:
+    """The benchmark a result records, as a label shows it: ``iso-bench v1 @853d756f7d4b`` (name and the first
+    12 hex digits of its definition's SHA-256), or ``none recorded``."""
+    rec = result.record.get(BENCHMARK) if isinstance(result.record, dict) else None
+    if not isinstance(rec, dict) or not rec.get("definition_sha256"):
+        return NO_BENCHMARK
+    return f"{rec.get('name')} @{str(rec['definition_sha256'])[:12]}"
+
+
+def tag_benchmarks(results: Sequence[Result]) -> tuple[list[Result], str | None]:
+    """``results`` unchanged and None where they record one benchmark definition (or all none); else each with
+    its benchmark added to its setup, and the reference: this iso-bench's definition where any result records it,
+    else the one most results record (ties: the first by label)."""
+    counts = Counter(benchmark_label(r) for r in results)
+    if len(counts) < 2:
+        return list(results), None
+    from iso_bench.benchmark import NAME, definition_sha256
+
+    own = f"{NAME} @{definition_sha256()[:12]}"
+    reference = own if own in counts else min(counts, key=lambda label: (-counts[label], label))
+    tagged = [dataclasses.replace(r, setup={**r.setup, BENCHMARK: benchmark_label(r)}) for r in results]
+    return tagged, reference
+
+
+def model_lines(results: Sequence[Result], merge: bool = False, reference: str | None = None) -> list[Line]:
     """The rows of one model's results: variants raw first, each variant's setups in order, labelled; with
-    ``merge``, a variant's replicates (setups that differ only in seed) as one row."""
+    ``merge``, a variant's replicates (setups that differ only in seed) as one row. A row of a benchmark other
+    than ``reference`` (:func:`tag_benchmarks`) always says which in its label."""
     lines = []
     for variant in variant_order(r.variant for r in results):
         keys = sorted({r.setup_key for r in results if r.variant == variant}, key=setup_order)
@@ -95,7 +133,20 @@ def model_lines(results: Sequence[Result], merge: bool = False) -> list[Line]:
         else:
             labels = setup_labels(keys)
             lines += [Line(results[0].base, results[0].revision, variant, k, labels[k]) for k in keys]
-    return lines
+    return [_say_benchmark(line, reference) for line in lines]
+
+
+def _say_benchmark(line: Line, reference: str | None) -> Line:
+    bench = line_benchmark(line)
+    if bench is None or bench == reference or f"{BENCHMARK}=" in line.shown:
+        return line
+    return line._replace(shown=", ".join(part for part in (line.shown, f"{BENCHMARK}={bench}") if part))
+
+
+def line_benchmark(line: Line) -> str | None:
+    """The benchmark of a row's results on a board that mixes them (:func:`tag_benchmarks`), else None."""
+    text = dict(line.setup).get(BENCHMARK)
+    return None if text is None else str(json.loads(text))
 
 
 class Index:
@@ -103,10 +154,11 @@ class Index:
 
     def __init__(self, results: Sequence[Result], merge: bool = False) -> None:
         self.merge = merge
+        results, self.reference = tag_benchmarks(results)
         self.results = sorted(results, key=lambda r: (r.base, r.revision, r.variant, r.setup_key, r.task))
         self.by_key = {(r.base, r.revision, r.variant, r.setup_key, r.task): r for r in results}
         self.models = sorted({(r.base, r.revision) for r in results})
-        self.lines = {m: model_lines([r for r in self.results if (r.base, r.revision) == m], merge)
+        self.lines = {m: model_lines([r for r in self.results if (r.base, r.revision) == m], merge, self.reference)
                       for m in self.models}
         self.raw: dict[Line, Line | None] = {}
         for lines in self.lines.values():
@@ -123,6 +175,12 @@ class Index:
         for group in sorted(set(self.group.values()), key=lambda g: (g.order, g.key)):
             mine = [t for t in present if self.group[t] == group]
             self.groups.append((group, tuple(sorted(mine, key=lambda t: (t not in declared, declared.get(t, 0), t)))))
+
+    def ranked(self, line: Line) -> bool:
+        """Whether the row may be ranked (bold, best): its results are of the board's reference benchmark, or the
+        board records one benchmark only."""
+        bench = line_benchmark(line)
+        return bench is None or bench == self.reference
 
     def found(self, line: Line | None, task: str | None) -> list[Result]:
         """The results of every setup of the row on ``task``, seeds in order; [] when any is missing."""
