@@ -125,6 +125,11 @@ def test_a_reader_sorts_filters_and_hovers_the_tables_in_a_browser(site, browser
     row = next(tr for tr in td if tr.find_element("css selector", "th").text == "whiten")
     title = row.find_elements("css selector", "td")[columns.index("STS12")].get_attribute("title")
     assert f"p = {cell['p_value']}, q = {cell['q_value']}" in title
+    assert "n = 400 evaluation units" in title  # the 400 pairs each STS result of the fixture is scored on
+    raw = next(tr for tr in td if tr.find_element("css selector", "th").text == "raw")
+    mean = next(i for i, c in enumerate(columns) if c.startswith("mean"))
+    assert "n = 800 evaluation units over its tasks" in raw.find_elements("css selector", "td")[mean].get_attribute(
+        "title")  # raw's mean of the 2 tasks
     # the planted model name is text on the page, and no script of it ran
     assert browser.find_elements("css selector", "h2")[0].text == PLANTED
     assert browser.execute_script("return window.pwned === undefined")

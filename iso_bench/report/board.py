@@ -71,7 +71,8 @@ class Cell:
     With intervals (:mod:`.uncertainty`), in the cell's unit (× 100 for percents, rounded like the value):
     ``low``/``high``, its interval; ``sd``, the standard deviation across the seeds of a merged row;
     ``delta_low``/``delta_high`` and ``p``, the paired test of ``delta``; ``q``, its p-value adjusted over the
-    table, and ``significant`` when q ≤ 5%. All None (False) where there is none.
+    table, and ``significant`` when q ≤ 5%; ``n``, the evaluation units the value is computed from (summed over
+    a mean's tasks). All None (False) where there is none.
     """
 
     value: float | None = None
@@ -87,6 +88,7 @@ class Cell:
     p: float | None = None
     q: float | None = None
     significant: bool = False
+    n: int | None = None
 
     @property
     def missing(self) -> bool:

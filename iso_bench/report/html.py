@@ -3,7 +3,8 @@
 The same :class:`~iso_bench.report.board.Leaderboard` the markdown renders, as ``index.html``: per model, the
 same tables (score, 95% interval, difference from raw, significance mark), sortable by any column and filterable
 by task group and by method; each cell's hover (its ``title``) carries what the markdown cannot fit: the
-paired test's interval, p and q, the spread across seeds, the fit corpus of the row. The plots are inline SVG,
+paired test's interval, p and q, the number of evaluation units, the spread across seeds, the fit corpus of the
+row. The plots are inline SVG,
 the provenance of each table is folded (``<details>``). No CDN, no server, no external file: the page opens
 from disk and works on any static host.
 
@@ -82,13 +83,15 @@ def _cell(cell: Cell, column: Column, row: Row, fit: list[str]) -> dict[str, Any
 
 
 def _hover(cell: Cell, column: Column, row: Row, fit: list[str]) -> str:
-    """What the markdown cannot fit: the paired test (its interval, p and q), the seeds' spread, the setup and
-    the fit corpus (the table's provenance lines of the row's method)."""
+    """What the markdown cannot fit: the paired test (its interval, p and q), the units the value is computed from,
+    the seeds' spread, the setup and the fit corpus (the table's provenance lines of the row's method)."""
     if cell.value is None:
         return "withheld: not meaningful for this row (see the notes)" if cell.withheld else "missing result"
     parts = [f"{row.label}: {column.label}"]
     if cell.low is not None:
         parts.append(f"95% interval [{_num(cell.low)}, {_num(cell.high)}]")
+    if cell.n is not None:
+        parts.append(f"n = {cell.n:,} evaluation units" + (" over its tasks" if column.kind == "mean" else ""))
     if cell.sd is not None:
         parts.append(f"seed spread: standard deviation {_num(cell.sd)} across the seeds")
     if cell.delta is not None:

@@ -55,7 +55,8 @@ def annotate_cell(boot: Bootstrap, ix: Index, cell: Cell, line: Line, tasks: Seq
     """A cell with its spread across seeds, interval and paired test (p; q comes per table), and its status."""
     found = [r for t in tasks for r in ix.found(line, t)]
     spread = ix.spread(line, tasks)
-    cell = dataclasses.replace(cell, sd=None if spread is None else round(spread, 2) + 0.0)
+    cell = dataclasses.replace(cell, sd=None if spread is None else round(spread, 2) + 0.0,
+                               n=units_count([next(iter(ix.found(line, t)), None) for t in tasks]))
     status = Status()
     draws, designs = boot.line_draws(ix, line, tasks)
     status.designs = tuple(designs)
@@ -82,6 +83,21 @@ def annotate_cell(boot: Bootstrap, ix: Index, cell: Cell, line: Line, tasks: Seq
         return cell, status
     status.tested = True
     return dataclasses.replace(cell, delta_low=_pct(got[0]), delta_high=_pct(got[1]), p=got[2]), status
+
+
+def units_count(results: Sequence[Result | None]) -> int | None:
+    """The evaluation units a cell's value is computed from: each result's ``n_units`` (summed over its subsets),
+    summed over the cell's tasks (one seed each: the seeds of a row score the same units); None where a result
+    records none."""
+    total = 0
+    for result in results:
+        records = [sub.get("instances") for sub in result.subsets] if result is not None and result.subsets else (
+            [result.record.get("instances")] if result is not None else [None])
+        counts = [rec.get("n_units") if isinstance(rec, dict) else None for rec in records]
+        if not counts or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+            return None
+        total += sum(counts)  # type: ignore[arg-type]
+    return total or None
 
 
 def adjust(columns: list[list[Cell]]) -> list[list[Cell]]:
