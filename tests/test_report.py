@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iso_bench.report import build_leaderboard, format_summary, markdown_table, read_results, summary_header
+from iso_bench.report import build_leaderboard, format_summary, markdown_table, read_results, render_csv, summary_header
 from iso_bench.report.board import place
 from tests.report_helpers import set_record, small_case, write_result
 
@@ -65,6 +65,10 @@ def test_clip_that_zeroed_nothing_is_not_called_best(tmp_path: Path) -> None:
     assert ("- clip = raw (no dimension zeroed): tied for best only because every one of its fits zeroed no "
             "dimension, so its vectors are raw's; not counted as best.") in text
     assert "dimensions zeroed: none" in dict(table.provenance)["fit"][1]
+    # in the CSV the tag, which starts with "=", is text a spreadsheet does not run as a formula
+    csv_rows = render_csv(build_leaderboard(read_results(tmp_path))).splitlines()
+    assert any(",clip,'= raw (no dimension zeroed)," in line for line in csv_rows)
+    assert not any(",=" in line for line in csv_rows)
     # a clip that zeroed a dimension in one fit and still ties raw is a best variant
     write_result(tmp_path, "org/alpha", "clip", "STS12", 0.7237,
                  fits=[{"level": "sentence", "n_vectors": 10, "learned": {"dim_": 384, "dims_": [7]}}])

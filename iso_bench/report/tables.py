@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from iso_bench.report.board import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Table
-from iso_bench.report.escape import csv_text, latex_escape, md_code, md_text, md_url, plain
+from iso_bench.report.escape import csv_text, latex_escape, md_code, md_text, md_url
 from iso_bench.report.marks import MARKS
 from iso_bench.report.plots import plot_data
 from iso_bench.result_files import VERIFIED
@@ -198,7 +198,7 @@ def render_csv(board: Leaderboard) -> str:
                     delta = "" if cell.delta is None else format_delta(cell.delta, col.fmt, "-", "")
                     check = "" if cell.value is None else cell.mark or VERIFIED
                     names = [csv_text(t) for t in (table.title, row.model, row.revision, row.label)]
-                    writer.writerow([*names, plain(row.tag), csv_text(col.label), value, delta,
+                    writer.writerow([*names, csv_text(row.tag), csv_text(col.label), value, delta,
                                      "1" if cell.best else "0", check,
                                      *(_csv_uncertainty(cell, col) if board.ci else ())])
     return buf.getvalue()
