@@ -92,6 +92,13 @@ def test_whitened_iw_is_withheld_not_missing(tmp_path: Path) -> None:
     assert iso.notes[1].startswith("I(W) of whitened vectors (whiten, whiten-256) is not shown (–, not a missing "
                                    "result): I(W) takes its directions from the eigenvectors of WᵀW;")
     assert "| whiten-256 |               – |    1.0000 (+0.7228) |            – |" in markdown_table(iso)
+    # zipfian-whiten whitens token vectors: its token I(W) is withheld, its (mean-pooled) sentence I(W) is not
+    write_result(tmp_path, "org/alpha", "zipfian-whiten", "Isotropy-STSB", 0.95,
+                 metrics={"sentence_iw": 0.95, "sentence_isoscore": 0.7, "token_iw": 0.82})
+    iso = build_leaderboard(read_results(tmp_path)).sections[0].tables[1]
+    cells = {r.variant: r.cells for r in iso.rows}
+    assert [(c.value, c.withheld) for c in cells["zipfian-whiten"]] == [(0.95, False), (0.7, False), (None, True)]
+    assert "(whiten, whiten-256, zipfian-whiten (token vectors))" in iso.notes[1]
 
 
 def test_whiten_provenance_says_which_directions_it_kept(tmp_path: Path) -> None:

@@ -46,6 +46,9 @@ ISOTROPY_METRICS: tuple[tuple[str, str], ...] = tuple(
                        ("average_cosine", "avg. cosine"), ("pc1_variance_ratio", "PC1 var. ratio"),
                        ("effective_rank", "eff. rank")))
 BASIS_DEPENDENT = ("sentence_iw", "token_iw")  # not determined by whitened vectors: shown as – for them
+# the methods whose vectors at each level are whitened (identity covariance): zipfian-whiten whitens token
+# vectors, and their mean-pooled sentence vectors are not whitened, so its sentence I(W) is shown
+WHITENED = {"sentence_iw": ("whiten", "zca"), "token_iw": ("whiten", "zca", "zipfian-whiten")}
 BEST = "best"
 UNCHANGED = "= raw (no dimension zeroed)"  # a tie with raw that is no gain: the variant changed nothing
 
@@ -296,7 +299,8 @@ def _diagnostic_table(ix: Index, group: Group, task: str, lines: Sequence[Line])
     label = ix.label[task]
     found = [r for line in lines for r in ix.found(line, task)]
     metrics = [m for m in ISOTROPY_METRICS if any(m[0] in r.scores for r in found)] or [("main_score", "main score")]
-    whitened = [line for line in lines if (r := ix.get(line, task)) and r.method.startswith(("whiten", "zca"))]
+    whitened = {key: [line for line in lines if (r := ix.get(line, task)) and r.method.startswith(methods)]
+                for key, methods in WHITENED.items()}
     columns = []
     for key, _ in metrics:
         seeds = {line: [_finite(r.scores.get(key)) for r in ix.found(line, task)] for line in lines}
@@ -305,7 +309,7 @@ def _diagnostic_table(ix: Index, group: Group, task: str, lines: Sequence[Line])
         cells = spread_cells(_cells(values, ix.refs(values, lines), False, False, ix.marks(lines, [task])),
                              [seeds[line] if line.seeds else [] for line in lines])
         if key in BASIS_DEPENDENT:
-            cells = [Cell(withheld=True) if line in whitened else c for line, c in zip(lines, cells, strict=True)]
+            cells = [Cell(withheld=True) if line in whitened[key] else c for line, c in zip(lines, cells, strict=True)]
         columns.append(cells)
     notes = [f"Diagnostics of the vectors on {label}, as fractions; (+d) / (−d) = difference from raw. Not ranked "
              "and never averaged: more isotropy is not better by itself. I(W): Mu & Viswanath 2018 (1 = isotropic); "
@@ -314,8 +318,11 @@ def _diagnostic_table(ix: Index, group: Group, task: str, lines: Sequence[Line])
         notes.append("IsoScore*: Rudman & Eickhoff 2024, its authors' evaluation setting (zeta = 0.75, shrunk towards "
                      "the covariance of the variant's token vectors; for token vectors it equals IsoScore). "
                      "eff. rank: Roy & Vetterli 2007, of the centred vectors (1 to the dimension; not a fraction).")
-    if whitened and any(key in BASIS_DEPENDENT for key, _ in metrics):
-        names = ", ".join(dict.fromkeys(line.variant for line in whitened))
+    shown = [m for m, _ in metrics]
+    withheld = [line for key in BASIS_DEPENDENT if key in shown for line in whitened[key]]
+    if withheld:
+        token_only = {line for line in withheld if "sentence_iw" in shown and line not in whitened["sentence_iw"]}
+        names = ", ".join(dict.fromkeys(line.variant + " (token vectors)" * (line in token_only) for line in withheld))
         notes.append(f"I(W) of whitened vectors ({names}) is not shown (–, not a missing result): "
                      "I(W) takes its directions from the eigenvectors of WᵀW; after whitening those eigenvalues are "
                      "(nearly) equal, any basis qualifies and I(W) moves with rounding noise (a rerun of the same fit "
