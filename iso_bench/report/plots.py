@@ -164,6 +164,7 @@ def _draw_deltas(plt: Any, table: Any, path: Path | None) -> Any:
 def _draw(plt: Any, plot: Plot, path: Path | None) -> Any:
     with plt.rc_context({"font.size": 9}):
         fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
+        texts: list[tuple[float, float, str]] = []
         for k, ((label, points), marker) in enumerate(zip(plot.series, "os^Dv<>p", strict=False)):
             dots = ax.scatter([p[1] for p in points], [p[2] for p in points], marker=marker, label=plot_text(label))
             bars = [(x, y, e) for (_, x, y), e in zip(points, plot.errors[k] if plot.errors else (), strict=False)
@@ -176,9 +177,8 @@ def _draw(plt: Any, plot: Plot, path: Path | None) -> Any:
             labels: dict[tuple[float, float], list[str]] = {}
             for variant, x, y in points:
                 labels.setdefault((x, y), []).append(variant)
-            for (x, y), variants in labels.items():
-                ax.annotate(plot_text(", ".join(variants)), (x, y), textcoords="offset points", xytext=(4, 3),
-                            fontsize=8)
+            texts += [(x, y, plot_text(", ".join(variants))) for (x, y), variants in labels.items()]
+        _place_labels(ax, texts)
         y_label = plot_text(plot.y_label) + ("\n(bars: the interval shown in the table)" if plot.errors else "")
         ax.set(xlabel=plot_text(plot.x_label), ylabel=y_label, title=plot_text(plot.title))
         ax.margins(x=0.15, y=0.1)
@@ -188,6 +188,31 @@ def _draw(plt: Any, plot: Plot, path: Path | None) -> Any:
     if path is not None:
         _save(plt, fig, path)
     return fig
+
+
+def _place_labels(ax: Any, texts: list[tuple[float, float, str]], line_px: float = 12.0) -> None:
+    """Each point's label beside it, moved down in steps of one text line where it would overlap a label placed
+    before it (labels placed from the top of the plot down), with a thin line back to its point when moved.
+    Deterministic: the same points give the same places."""
+    ax.margins(x=0.15, y=0.1)
+    ax.autoscale_view()
+    to_px = ax.transData.transform
+    placed: list[tuple[float, float, float, float]] = []  # x0, y0, x1, y1 in pixels
+    char_px = 6.2  # a character's width at 8 points (11 pixels at 100 dpi), about
+    for x, y, text in sorted(texts, key=lambda t: (-t[1], t[0], t[2])):
+        px, py = to_px((x, y))
+        width = char_px * len(text)
+        shift = 0
+        while shift < 12:
+            x0, y0 = px + 5.5, py + 4 - shift * line_px
+            box = (x0, y0, x0 + width, y0 + line_px)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+            shift += 1
+        placed.append(box)
+        offset = (4, 3 - shift * line_px * 72 / ax.figure.dpi)  # offset points: 72 per inch
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=offset, fontsize=8,
+                    arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5"} if shift else None)
 
 
 def plot_outliers(report: OutlierReport, path: str | Path, top: int = 5) -> None:
