@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iso_bench.cards import Group
-from iso_bench.report.index import Index, Line, place, variant_order
+from iso_bench.report.index import NO_BENCHMARK, Index, Line, place, recorded_benchmark, variant_order
 from iso_bench.report.marks import mark_notes, worst
 from iso_bench.report.provenance import provenance
 from iso_bench.report.results import LeaderboardError, Result
@@ -188,17 +188,13 @@ def build_leaderboard(results: Sequence[Result], ci: bool = True, accept_modifie
     return Leaderboard(tuple(sections), len(results), ci, benchmark_counts(results))
 
 
-NO_BENCHMARK = "none recorded"
-
-
 def benchmark_counts(results: Sequence[Result]) -> tuple[tuple[str, int], ...]:
     """How many results record each benchmark (``iso-bench v1, definition <12 hex>``; results of iso-bench 0.1
-    record none), sorted by label."""
+    record none: :func:`~iso_bench.report.index.recorded_benchmark`), sorted by label."""
     counts: dict[str, int] = {}
     for r in results:
-        rec = r.record.get("benchmark") if isinstance(r.record, dict) else None
-        label = (f"{rec.get('name')}, definition {str(rec.get('definition_sha256'))[:12]}"
-                 if isinstance(rec, dict) else NO_BENCHMARK)
+        rec = recorded_benchmark(r)
+        label = NO_BENCHMARK if rec is None else f"{rec[0]}, definition {rec[1][:12]}"
         counts[label] = counts.get(label, 0) + 1
     return tuple(sorted(counts.items()))
 

@@ -95,27 +95,36 @@ BENCHMARK = "benchmark"  # the setup kwarg a board of mixed benchmark definition
 NO_BENCHMARK = "none recorded"
 
 
+def recorded_benchmark(result: Result) -> tuple[str, str] | None:
+    """``(name, definition SHA-256)`` of the benchmark a result records, or None where it records none (results of
+    iso-bench 0.1, or a record without a definition)."""
+    rec = result.record.get(BENCHMARK) if isinstance(result.record, dict) else None
+    if not isinstance(rec, dict) or not rec.get("definition_sha256"):
+        return None
+    return str(rec.get("name")), str(rec["definition_sha256"])
+
+
 def benchmark_label(result: Result) -> str:
     """The benchmark a result records, as a label shows it: ``iso-bench v1 @853d756f7d4b`` (name and the first
     12 hex digits of its definition's SHA-256), or ``none recorded``."""
-    rec = result.record.get(BENCHMARK) if isinstance(result.record, dict) else None
-    if not isinstance(rec, dict) or not rec.get("definition_sha256"):
-        return NO_BENCHMARK
-    return f"{rec.get('name')} @{str(rec['definition_sha256'])[:12]}"
+    rec = recorded_benchmark(result)
+    return NO_BENCHMARK if rec is None else f"{rec[0]} @{rec[1][:12]}"
 
 
 def tag_benchmarks(results: Sequence[Result]) -> tuple[list[Result], str | None]:
     """``results`` unchanged and None where they record one benchmark definition (or all none); else each with
     its benchmark added to its setup, and the reference: this iso-bench's definition where any result records it,
     else the one most results record (ties: the first by label)."""
-    counts = Counter(benchmark_label(r) for r in results)
+    labels = [benchmark_label(r) for r in results]
+    counts = Counter(labels)
     if len(counts) < 2:
         return list(results), None
     from iso_bench.benchmark import NAME, definition_sha256
 
     own = f"{NAME} @{definition_sha256()[:12]}"
     reference = own if own in counts else min(counts, key=lambda label: (-counts[label], label))
-    tagged = [dataclasses.replace(r, setup={**r.setup, BENCHMARK: benchmark_label(r)}) for r in results]
+    tagged = [dataclasses.replace(r, setup={**r.setup, BENCHMARK: label}) for r, label in zip(results, labels,
+                                                                                              strict=True)]
     return tagged, reference
 
 

@@ -56,7 +56,7 @@ def annotate_cell(boot: Bootstrap, ix: Index, cell: Cell, line: Line, tasks: Seq
     found = [r for t in tasks for r in ix.found(line, t)]
     spread = ix.spread(line, tasks)
     cell = dataclasses.replace(cell, sd=None if spread is None else round(spread, 2) + 0.0,
-                               n=units_count([next(iter(ix.found(line, t)), None) for t in tasks]))
+                               n=units_count([ix.get(line, t) for t in tasks]))
     status = Status()
     draws, designs = boot.line_draws(ix, line, tasks)
     status.designs = tuple(designs)
@@ -91,10 +91,11 @@ def units_count(results: Sequence[Result | None]) -> int | None:
     records none."""
     total = 0
     for result in results:
-        records = [sub.get("instances") for sub in result.subsets] if result is not None and result.subsets else (
-            [result.record.get("instances")] if result is not None else [None])
+        if result is None:
+            return None
+        records = [sub.get("instances") for sub in result.subsets] or [result.record.get("instances")]
         counts = [rec.get("n_units") if isinstance(rec, dict) else None for rec in records]
-        if not counts or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+        if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
             return None
         total += sum(counts)  # type: ignore[arg-type]
     return total or None
