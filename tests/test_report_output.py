@@ -111,6 +111,7 @@ def test_labels_of_crowded_points_do_not_overlap() -> None:
     def boxes() -> list:
         fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
         ax.scatter([t[0] for t in texts], [t[1] for t in texts])
+        ax.margins(x=0.15, y=0.1)
         _place_labels(ax, texts)
         fig.canvas.draw()
         text_box = matplotlib.text.Text.get_window_extent  # the text alone, not its line back to the point

@@ -178,10 +178,10 @@ def _draw(plt: Any, plot: Plot, path: Path | None) -> Any:
             for variant, x, y in points:
                 labels.setdefault((x, y), []).append(variant)
             texts += [(x, y, plot_text(", ".join(variants))) for (x, y), variants in labels.items()]
+        ax.margins(x=0.15, y=0.1)
         _place_labels(ax, texts)
         y_label = plot_text(plot.y_label) + ("\n(bars: the interval shown in the table)" if plot.errors else "")
         ax.set(xlabel=plot_text(plot.x_label), ylabel=y_label, title=plot_text(plot.title))
-        ax.margins(x=0.15, y=0.1)
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
         fig.tight_layout()
@@ -190,11 +190,11 @@ def _draw(plt: Any, plot: Plot, path: Path | None) -> Any:
     return fig
 
 
-def _place_labels(ax: Any, texts: list[tuple[float, float, str]], line_px: float = 12.0) -> None:
+def _place_labels(ax: Any, texts: list[tuple[float, float, str]], line_px: float = 12.0, tries: int = 12) -> None:
     """Each point's label beside it, moved down in steps of one text line where it would overlap a label placed
-    before it (labels placed from the top of the plot down), with a thin line back to its point when moved.
-    Deterministic: the same points give the same places."""
-    ax.margins(x=0.15, y=0.1)
+    before it (labels placed from the top of the plot down; after ``tries`` lines it stays at the last), with a
+    thin line back to its point when moved. The axes' limits must be set (margins) before. Deterministic: the
+    same points give the same places."""
     ax.autoscale_view()
     to_px = ax.transData.transform
     placed: list[tuple[float, float, float, float]] = []  # x0, y0, x1, y1 in pixels
@@ -202,13 +202,11 @@ def _place_labels(ax: Any, texts: list[tuple[float, float, str]], line_px: float
     for x, y, text in sorted(texts, key=lambda t: (-t[1], t[0], t[2])):
         px, py = to_px((x, y))
         width = char_px * len(text)
-        shift = 0
-        while shift < 12:
+        for shift in range(tries):
             x0, y0 = px + 5.5, py + 4 - shift * line_px
             box = (x0, y0, x0 + width, y0 + line_px)
             if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
                 break
-            shift += 1
         placed.append(box)
         offset = (4, 3 - shift * line_px * 72 / ax.figure.dpi)  # offset points: 72 per inch
         ax.annotate(text, (x, y), textcoords="offset points", xytext=offset, fontsize=8,
