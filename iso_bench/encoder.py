@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 
 
 FIT_BATCH = 16_384  # texts per batch of a streaming fit
-TOKEN_SHARE = 4  # a token-level fit that does not stream reads at most fit_budget / 4 texts (25,000 by default)
+TOKEN_SHARE = 4  # a token-level fit reads at most fit_budget / 4 texts at once (25,000 by default); more stream
+TOKEN_BATCH_SHARE = 16  # a streaming token-level fit reads FIT_BATCH / 16 texts (1,024: 10^4 to 10^5 vectors) a time
 TRANSFORM_BATCH = 4096  # texts whose token vectors a token-level variant transforms and pools at a time
 TRANSFORM_ROWS = 16_384  # sentence vectors a variant transforms at a time (every STS task's column at once)
 
@@ -150,7 +151,7 @@ class _Variant:
             if stored is None:
                 started, n_vectors = time.perf_counter(), 0
                 try:
-                    if len(corpus.texts) > self.fit_budget:  # a method that streams: batch by batch
+                    if len(corpus.texts) > self._budget(level):  # a method that streams: batch by batch
                         for X in self._fit_batches(corpus, level):
                             method.partial_fit(X)
                             n_vectors += len(X)
@@ -215,20 +216,27 @@ class _Variant:
         of it for a token-level fit, whose texts give 10 to 100 vectors each), or when the method streams
         (its statistics accumulate batch by batch, :meth:`_fit_batches`); else a seeded sample of that many
         texts, recorded as ``--fit-sample`` records one."""
-        budget = self.fit_budget if level == "sentence" else max(1, self.fit_budget // TOKEN_SHARE)
-        if len(corpus.texts) <= budget or type(self._prototype).streams:
+        budget = self._budget(level)
+        if len(corpus.texts) <= budget or self._prototype.streaming():
             return corpus
         if corpus.key not in self._samples:
             self._samples[corpus.key] = corpus.sample(budget, self.seed, reason="fit budget")
         return self._samples[corpus.key]
 
+    def _budget(self, level: str) -> int:
+        """Texts a fit of ``level`` vectors reads at once: the fit budget for sentence vectors, a quarter of
+        it for token vectors (a text gives 10 to 100 of them)."""
+        return self.fit_budget if level == "sentence" else max(1, self.fit_budget // TOKEN_SHARE)
+
     def _fit_batches(self, corpus: Any, level: str) -> Any:
-        """The raw vectors of a fit corpus, ``FIT_BATCH`` texts at a time (prompt type by prompt type):
-        what a streaming fit reads, so that no fit holds a whole corpus."""
+        """The raw vectors of a fit corpus, ``FIT_BATCH`` texts at a time (``FIT_BATCH / TOKEN_BATCH_SHARE``
+        at token level), prompt type by prompt type: what a streaming fit reads, so that no fit holds a whole
+        corpus."""
+        step = FIT_BATCH if level == "sentence" else max(1, FIT_BATCH // TOKEN_BATCH_SHARE)
         for prompt_type, texts in corpus.groups:
             where = {"task_metadata": corpus.task_metadata, "prompt_type": prompt_type}
-            for i in range(0, len(texts), FIT_BATCH):
-                batch = list(texts[i:i + FIT_BATCH])
+            for i in range(0, len(texts), step):
+                batch = list(texts[i:i + step])
                 if level == "sentence":
                     yield self.store.sentences(batch, desc="fit corpus", **where)
                 else:

@@ -38,9 +38,10 @@ class FitCorpusError(IsoBenchError, ValueError):
 
 FIT_BUDGET_ENV = "ISO_BENCH_FIT_BUDGET"
 FIT_BUDGET = 100_000
-"""Texts a fit reads at once. A larger fit corpus is read batch by batch by a method that streams (center,
-abtt, whiten, clip, zscore, zca, softdecay: the same fit up to rounding) and sampled, seeded and recorded, for
-the others (cluster-pca, flow, zipfian-whiten). Every STS, WiC and WSD task's corpus is far below it: their
+"""Texts a fit reads at once (a quarter of it for a fit on token vectors). A larger fit corpus is read batch by
+batch by a method that streams (center, abtt, whiten, clip, zscore, zca, softdecay, zipfian-whiten with its
+default weights: the same fit up to rounding) and sampled, seeded and recorded, for the others (cluster-pca,
+flow, zipfian-whiten-weights=uniform). Every STS, WiC and WSD task's corpus is far below it: their
 fits read their whole corpus. A budget other than this default is part of the setup of the methods it samples
 for (:func:`iso_bench.mteb_plugin.setup_kwargs`)."""
 

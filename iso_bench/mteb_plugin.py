@@ -98,7 +98,7 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
         if fit_sample is not None:
             out["fit_sample"] = fit_sample
         budget = default_budget() if fit_budget is None else int(fit_budget)
-        if budget != FIT_BUDGET and not type(method).streams:
+        if budget != FIT_BUDGET and not method.streaming():
             out["fit_budget"] = budget
     if "seed" in method.param_defaults() or fit_sample is not None and type(method).fitted or "fit_budget" in out:
         out["seed"] = seed  # it seeds the method, or the sample of the fit corpus

@@ -1,4 +1,5 @@
-"""Fits that stream: center, abtt, whiten, clip, zscore, zca and softdecay accumulate float64 moments batch by
+"""Fits that stream: center, abtt, whiten, clip, zscore, zca, softdecay and zipfian-whiten (Zipfian weights)
+accumulate float64 moments batch by
 batch (``partial_fit``) and
 learn what ``fit`` on all the vectors at once learns, within 1e-10 relative; a fit corpus above the fit
 budget is read batch by batch by those, and sampled (seeded, recorded) for the others."""
@@ -10,7 +11,8 @@ import pytest
 
 from iso_bench.methods import MethodError, make_method
 
-STREAMING = ["center", "abtt", "abtt-3", "whiten", "whiten-5", "clip", "zscore", "zca", "zca-5", "softdecay"]
+STREAMING = ["center", "abtt", "abtt-3", "whiten", "whiten-5", "clip", "zscore", "zca", "zca-5", "softdecay",
+             "zipfian-whiten"]
 
 
 def test_every_method_that_streams_is_checked_here() -> None:
@@ -71,8 +73,9 @@ def test_too_few_streamed_vectors_are_refused_as_fit_refuses_them() -> None:
         method.transform(anisotropic(2))
 
 
-@pytest.mark.parametrize("spec", ["cluster-pca", "flow"])
+@pytest.mark.parametrize("spec", ["cluster-pca", "flow", "zipfian-whiten-weights=uniform"])
 def test_a_method_that_needs_all_its_vectors_refuses_to_stream(spec: str) -> None:
+    assert not make_method(spec)[0].streaming()
     with pytest.raises(MethodError, match="not batch by batch"):
         make_method(spec)[0].partial_fit(anisotropic(100))
 
@@ -121,3 +124,28 @@ def test_a_corpus_over_the_budget_is_sampled_for_a_method_that_does_not_stream(t
     sentence.fitted_method(None)
     (record,) = [r for k, r in sentence.fit_records.items() if k.endswith("@40")]
     assert record["sample"] == 40 and record["fits"][0]["n_vectors"] == 40
+
+
+def test_a_token_level_fit_over_its_budget_streams_every_text_or_samples(tmp_path, monkeypatch) -> None:
+    """A token-level fit reads a quarter of the budget's texts at once: over that, a method that streams reads
+    every text batch by batch (the same fit as all token vectors at once), one that does not is sampled."""
+    from iso_bench.encoder import VariantEncoder
+
+    texts = _texts(30)  # 5 token vectors each; budget 40 texts, so 10 at token level
+    for spec in ("zipfian-whiten", "whiten-eps=0.1-level=token"):
+        variant, store = _variant(spec, texts, 40, tmp_path, monkeypatch)
+        with monkeypatch.context() as m:  # never every token vector of the corpus at once
+            m.setattr(VariantEncoder, "_fit_matrix", lambda *a: pytest.fail("a fit over its budget stacked it"))
+            method = variant.fitted_method(None)
+        record = variant.fit_records[variant.corpus(None).key]
+        assert "sample" not in record and record["fits"][0]["n_vectors"] == 150, spec
+        whole = make_method(spec)[0].fit(np.concatenate(store.tokens(texts)))
+        probe = np.concatenate(store.tokens(texts[:5]))
+        a, b = method.transform(probe), whole.transform(probe)  # keyword vectors: equal eigenvalues, so the
+        assert _relative(a @ a.T, b @ b.T) < 1e-10, spec        # whitening is unique up to a rotation
+    uniform, store = _variant("zipfian-whiten-weights=uniform-eps=0.1", texts, 40, tmp_path, monkeypatch)
+    vocab = sorted({w for t in texts for w in t.split()})  # a token's type: its word
+    store.backbone.token_ids = lambda batch, **_: [np.array([vocab.index(w) for w in t.split()]) for t in batch]
+    uniform.fitted_method(None)
+    (record,) = [r for k, r in uniform.fit_records.items() if k.endswith("@10")]
+    assert record["sample"] == 10 and record["fits"][0]["n_vectors"] == 50

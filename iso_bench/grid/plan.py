@@ -126,7 +126,7 @@ def seeded(spec: str, cfg: RunConfig) -> bool:
 
     random = "seed" in method.param_defaults() and "seed=" not in spec
     budget = fit_budget() if cfg.fit_budget is None else cfg.fit_budget
-    sampled = cfg.fit_sample is not None or (budget != FIT_BUDGET and not type(method).streams)
+    sampled = cfg.fit_sample is not None or (budget != FIT_BUDGET and not method.streaming())
     return random or (type(method).fitted and sampled)
 
 

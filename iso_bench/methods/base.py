@@ -145,7 +145,7 @@ class Method:
         """
         from iso_bench.linalg import Moments
 
-        if not self.streams:
+        if not self.streaming():
             self._refuse("fits on all of its vectors at once, not batch by batch; fit it on the whole fit "
                          "corpus, or a sample of it (--fit-sample)")
         X = self._check_input(X, fitting=True)
@@ -171,6 +171,12 @@ class Method:
 
     def _from_moments(self, moments: Any) -> None:  # pragma: no cover - every streaming method defines it
         raise NotImplementedError
+
+    def streaming(self) -> bool:
+        """Whether this method, with its parameters, fits batch by batch (:meth:`partial_fit`): the class's
+        ``streams``, unless a parameter rules it out (``zipfian-whiten-weights=uniform`` needs every vector's
+        token type at once)."""
+        return type(self).streams
 
     # ---- fitting ----------------------------------------------------------------------------------
     def needs_token_types(self) -> bool:

@@ -34,6 +34,8 @@ directions of no variance is whitened on the rest, as ``whiten`` does).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from iso_bench.methods.base import register
@@ -67,7 +69,7 @@ class ZipfianWhiten(Whiten):
     name = "zipfian-whiten"
     order = 90
     default_level = "token"
-    streams, scatter = False, False
+    streams, scatter = True, True  # weights=zipf: the occurrences' mean and scatter (see streaming)
 
     def __init__(self, *, weights: str = "zipf", n_components: int | None = None, eps: float = 0.0) -> None:
         super().__init__(n_components=n_components, eps=eps)
@@ -82,6 +84,18 @@ class ZipfianWhiten(Whiten):
     def needs_token_types(self) -> bool:
         """Uniform weights need each fit vector's token type; Zipfian weights are those of the occurrences."""
         return self.weights == "uniform"
+
+    def streaming(self) -> bool:
+        """``weights=zipf`` fits batch by batch: every occurrence weighs 1/N, so its statistics are the
+        occurrences' mean and scatter, which accumulate as ``whiten``'s do. ``weights=uniform`` weighs an
+        occurrence by its type's count in the whole fit corpus, so it fits on all of its vectors at once (a
+        fit corpus over the budget is sampled)."""
+        return self.weights == "zipf"
+
+    def _from_moments(self, moments: Any) -> None:
+        self._whiten(moments.mean.copy(), moments.scatter / moments.n)  # weights 1/N: ddof=0, as fit
+        self.n_types_ = None
+        self.n_occurrences_ = int(moments.n)
 
     def fit(self, X: np.ndarray, token_types: np.ndarray | None = None) -> ZipfianWhiten:
         X = self._check_fit_input(X)
