@@ -254,7 +254,7 @@ class _Variant:
                 parts.append(self.store.sentences(list(texts), desc="fit corpus", **where))
             else:
                 parts += [t for t in self.store.tokens(list(texts), desc="fit corpus", **where) if len(t)]
-        return np.concatenate(parts, axis=0)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)  # one matrix: no copy of it
 
     def _fit_token_types(self, corpus: Any, n_vectors: int) -> np.ndarray:
         """The token type (tokenizer id) of every row of :meth:`_fit_matrix` at token level, in its order."""

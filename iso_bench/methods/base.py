@@ -112,10 +112,10 @@ class Method:
     def _refuse(self, problem: str) -> typing.NoReturn:
         raise MethodError(f"method {self.spec!r}: {problem}")
 
-    def _check_fit_input(self, X: np.ndarray) -> np.ndarray:
+    def _check_fit_input(self, X: np.ndarray, *, float64: bool = True) -> np.ndarray:
         """What every ``fit`` does first: validate ``X`` (:meth:`_check_input`), check the parameters
         against its dimension (:meth:`check`) and refuse fewer vectors than :meth:`min_vectors`."""
-        X = self._check_input(X, fitting=True)
+        X = self._check_input(X, fitting=True, float64=float64)
         n, dim = X.shape
         self.check(dim)
         self._moments = None  # fit starts over: what partial_fit accumulated is dropped
@@ -223,15 +223,17 @@ class Method:
                 f"method {self.spec!r} is not fitted: call fit(X) on a fit corpus before transform(X)"
             )
 
-    def _check_input(self, X: np.ndarray, *, fitting: bool) -> np.ndarray:
+    def _check_input(self, X: np.ndarray, *, fitting: bool, float64: bool = True) -> np.ndarray:
         """Validate and convert ``X`` to a 2-D float64 array, with errors that name the method; input to
-        a fitted method must have the dimension it was fitted on."""
+        a fitted method must have the dimension it was fitted on. ``float64=False`` keeps float32 input as
+        it is (no float64 copy of a large fit corpus: the method converts block by block)."""
         X = np.asarray(X)
         if X.ndim != 2:
             raise MethodError(f"method {self.spec!r}: expected a 2-D array (n_vectors, dim), got shape {X.shape}")
         if not np.issubdtype(X.dtype, np.number):
             raise MethodError(f"method {self.spec!r}: expected numbers, got dtype {X.dtype}")
-        X = X.astype(np.float64, copy=False)
+        if float64 or X.dtype != np.float32:
+            X = X.astype(np.float64, copy=False)
         if not np.isfinite(X).all():
             bad = int((~np.isfinite(X)).any(axis=1).sum())
             raise MethodError(

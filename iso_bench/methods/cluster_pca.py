@@ -270,7 +270,7 @@ class ClusterPCA(Method):
         centroids = np.array(km.cluster_centers_, dtype=np.float64)
         return centroids, None, None, _nearest(X, centroids)
 
-    def _check_input(self, X: np.ndarray, *, fitting: bool) -> np.ndarray:
+    def _check_input(self, X: np.ndarray, *, fitting: bool, float64: bool = False) -> np.ndarray:
         """:meth:`Method._check_input`, every check and message of it, but float32 input stays float32 (a
         float64 copy of a task's token vectors is 230 MB), float64 stays float64. The base checks run on a
         zero-row view (shape, dtype, dimension); finiteness is one sum, finite only if every entry is, and
