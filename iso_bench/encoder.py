@@ -145,7 +145,7 @@ class _Variant:
         if key not in self._fitted:
             method = self._new_method(self.method_spec)[0]
             device = str(getattr(getattr(self.store, "backbone", None), "device", "cpu"))
-            if device.startswith("cuda") and hasattr(type(method), "device"):  # a method that can train on a GPU
+            if device.startswith("cuda"):  # the model's GPU: flow trains there, large products run there
                 method.device = device
             stored, fit, store_at = self._stored_fit(corpus, level, method)
             if stored is None:

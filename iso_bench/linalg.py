@@ -1,4 +1,5 @@
-"""Small vector helpers shared by the methods, the measures and the task kinds (pure numpy).
+"""Small vector helpers shared by the methods, the measures and the task kinds (numpy; the large products of
+the fits and transforms go to a CUDA device through torch when one is given, :func:`matmul`).
 
 Example:
     >>> import numpy as np
@@ -8,7 +9,68 @@ Example:
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import numpy as np
+
+GPU_MIN_MACS = 1 << 24
+"""Multiply-adds (rows x inner x columns) from which :func:`matmul` and :func:`gram` run on a CUDA device when
+one is given. Below it (a few milliseconds of the CPU's float64 BLAS) the copies to and from the device cost
+more than they save. The cut-off comes from the sizes involved, not from timings on a GPU."""
+
+
+def gpu_device(device: Any) -> Any:
+    """The torch device to compute on for ``device`` (a method's ``device``: ``"cpu"``, ``"cuda"``,
+    ``"cuda:1"``): a CUDA device torch can use, else ``None`` (numpy on the CPU). torch is imported only for
+    a CUDA device.
+
+    >>> gpu_device("cpu") is None
+    True
+    """
+    if device is None or not str(device).startswith("cuda"):
+        return None
+    import torch
+
+    return torch.device(str(device)) if torch.cuda.is_available() else None
+
+
+def _to(dev: Any, X: np.ndarray) -> Any:
+    """``X`` as a float64 tensor on ``dev``: copied in its own dtype (a float32 matrix crosses at half the
+    bytes), converted there."""
+    import torch
+
+    with warnings.catch_warnings():  # read-only cache matrices: the tensor is only read, never written
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+        return torch.as_tensor(np.asarray(X)).to(dev).to(torch.float64)
+
+
+def matmul(A: np.ndarray, B: np.ndarray, device: Any = None) -> np.ndarray:
+    """``A @ B`` as float64; on ``device`` (see :func:`gpu_device`) when it names a usable CUDA device and
+    the product has at least :data:`GPU_MIN_MACS` multiply-adds, else numpy's ``A @ B`` on the CPU, bit for
+    bit. The two agree up to float64 rounding (the order of the additions differs).
+
+    >>> matmul(np.array([[1.0, 2.0]]), np.array([[3.0], [4.0]]), "cpu")
+    array([[11.]])
+    """
+    dev = gpu_device(device)
+    if dev is None or A.shape[0] * A.shape[1] * B.shape[1] < GPU_MIN_MACS:
+        return A @ B
+    return (_to(dev, A) @ _to(dev, B)).cpu().numpy()
+
+
+def gram(X: np.ndarray, device: Any = None) -> np.ndarray:
+    """``X.T @ X`` as float64 (a scatter matrix of centred rows), on ``device`` as :func:`matmul` decides.
+
+    >>> gram(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    array([[10., 14.],
+           [14., 20.]])
+    """
+    dev = gpu_device(device)
+    if dev is None or X.shape[0] * X.shape[1] * X.shape[1] < GPU_MIN_MACS:
+        return X.T @ X
+    t = _to(dev, X)
+    return (t.T @ t).cpu().numpy()
 
 
 def fix_signs(components: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -84,10 +146,11 @@ class Moments:
     (True, True)
     """
 
-    def __init__(self, scatter: bool = False, extremes: bool = False) -> None:
+    def __init__(self, scatter: bool = False, extremes: bool = False, device: Any = None) -> None:
         self.n, self.mean, self.scatter, self.m2 = 0, None, None, None  # m2: per dimension, sum (x - mean)^2
         self.argmin_counts = self.argmax_counts = None  # extremes: how often each dimension is a vector's min/max
         self._scatter, self._extremes = scatter, extremes
+        self.device = device  # where each batch's scatter is computed (:func:`gram`)
 
     @property
     def std(self) -> np.ndarray:
@@ -102,7 +165,7 @@ class Moments:
         mean_b = X.mean(axis=0)
         Xc = X - mean_b
         m2_b = np.einsum("ij,ij->j", Xc, Xc)
-        scatter_b = Xc.T @ Xc if self._scatter else None
+        scatter_b = gram(Xc, self.device) if self._scatter else None
         if self._extremes:
             d = X.shape[1]
             lo, hi = np.bincount(X.argmin(axis=1), minlength=d), np.bincount(X.argmax(axis=1), minlength=d)

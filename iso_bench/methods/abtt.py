@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.linalg import fix_signs
+from iso_bench.linalg import fix_signs, gram
 from iso_bench.methods.base import Method, register
 
 
-def _top_directions(Xc: np.ndarray, k: int) -> np.ndarray:
+def _top_directions(Xc: np.ndarray, k: int, device: str | None = None) -> np.ndarray:
     """The top-``k`` principal directions of centred ``Xc`` as rows (k, d), orthonormal.
 
     Uses the eigenvectors of the d x d scatter matrix when n >= d (cheap for many vectors), else an
@@ -23,7 +23,7 @@ def _top_directions(Xc: np.ndarray, k: int) -> np.ndarray:
     """
     n, d = Xc.shape
     if n >= d:
-        _, vecs = np.linalg.eigh(Xc.T @ Xc)
+        _, vecs = np.linalg.eigh(gram(Xc, device))
         comps = vecs[:, ::-1][:, :k].T
     else:
         _, _, vt = np.linalg.svd(Xc, full_matrices=False)
@@ -94,7 +94,7 @@ class Abtt(Method):
         k = self._resolved(X.shape[1])
         self.dim_ = X.shape[1]
         self.mean_ = X.mean(axis=0)
-        self.components_ = _top_directions(X - self.mean_, k)
+        self.components_ = _top_directions(X - self.mean_, k, self.device)
         self.n_components_ = k
         return self
 

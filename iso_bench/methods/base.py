@@ -51,6 +51,10 @@ class Method:
     streams: ClassVar[bool] = False  # learns from moments that accumulate batch by batch (partial_fit)
     scatter: ClassVar[bool] = False  # ... the scatter matrix among them, not only the mean
     extremes: ClassVar[bool] = False  # ... and how often each dimension is a vector's smallest/largest coordinate
+    device: str = "cpu"
+    """Where the large products of fit and transform run (a torch device name, no part of the spec: set it on
+    an instance): ``"cpu"`` (numpy), or a CUDA device, used through :func:`iso_bench.linalg.matmul` for a
+    product large enough to gain from it. The numbers agree up to float64 rounding."""
 
     # ---- parameters -------------------------------------------------------------------------------
     @classmethod
@@ -152,7 +156,7 @@ class Method:
         moments = getattr(self, "_moments", None)
         if moments is None:
             self.check(X.shape[1])
-            moments = self._moments = Moments(scatter=self.scatter, extremes=self.extremes)
+            moments = self._moments = Moments(scatter=self.scatter, extremes=self.extremes, device=self.device)
         elif X.shape[1] != len(moments.mean):
             self._refuse(f"a batch of {X.shape[1]}-d vectors after batches of {len(moments.mean)}-d vectors")
         moments.update(X)

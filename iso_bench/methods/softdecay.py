@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.linalg import fix_signs
+from iso_bench.linalg import fix_signs, gram, matmul
 from iso_bench.methods.base import Method, register
 
 _RANK_TOL = 1e-10
@@ -85,7 +85,7 @@ class SoftDecay(Method):
         X = self._check_fit_input(X)
         mean = X.mean(axis=0)
         Xc = X - mean
-        self._decay(Xc.T @ Xc + len(X) * np.outer(mean, mean))  # X^T X, as accurate as the streamed sum
+        self._decay(gram(Xc, self.device) + len(X) * np.outer(mean, mean))  # X^T X, as accurate as the streamed sum
         return self
 
     def _from_moments(self, moments: Any) -> None:
@@ -106,4 +106,4 @@ class SoftDecay(Method):
         """``X @ V_ diag(decayed_ / singular_values_) V_^T`` as float64, shape ``(n, dim)``."""
         self._check_fitted()
         X = self._check_input(X, fitting=False)
-        return ((X @ self.V_) * (self.decayed_ / self.singular_values_)) @ self.V_.T
+        return matmul(matmul(X, self.V_, self.device) * (self.decayed_ / self.singular_values_), self.V_.T, self.device)

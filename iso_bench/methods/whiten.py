@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.linalg import fix_signs
+from iso_bench.linalg import fix_signs, gram, matmul
 from iso_bench.methods.base import Method, register
 
 logger = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class Whiten(Method):
         n, d = X.shape
         mean = X.mean(axis=0)
         Xc = X - mean
-        self._whiten(mean, (Xc.T @ Xc) / (n - 1))
+        self._whiten(mean, gram(Xc, self.device) / (n - 1))
         return self
 
     def _from_moments(self, moments: Any) -> None:
@@ -138,4 +138,4 @@ class Whiten(Method):
         """``(X - mean_) @ W_`` as float64, shape ``(n, n_components_)``."""
         self._check_fitted()
         X = self._check_input(X, fitting=False)
-        return (X - self.mean_) @ self.W_
+        return matmul(X - self.mean_, self.W_, self.device)

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.linalg import matmul
 from iso_bench.methods.base import register
 from iso_bench.methods.whiten import Whiten
 
@@ -114,7 +115,7 @@ class ZipfianWhiten(Whiten):
             w = 1.0 / (len(counts) * counts[inverse.reshape(-1)])
         mean = w @ X
         Xc = X - mean
-        self._whiten(mean, (Xc * w[:, None]).T @ Xc)
+        self._whiten(mean, matmul((Xc * w[:, None]).T, Xc, self.device))
         self.n_types_ = None if token_types is None else int(len(np.unique(token_types)))
         self.n_occurrences_ = int(n)
         return self
