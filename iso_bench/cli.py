@@ -53,6 +53,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seconds(text: str) -> float:
+    """A number of seconds >= 0 (``--worker-wait``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0 (0: no limit), got {text}")
+    return value
+
+
 def device_name(text: str) -> str:
     """A device this machine has (``cpu``, ``cuda``, ``cuda:N``, ``mps``); imports torch only when given."""
     from iso_bench.checks import InputError, check_device
@@ -171,6 +182,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                       "DASK_SCHEDULER_ADDRESS)")
     grid.add_argument("--workers", type=positive_int, default=2, help="dask: worker processes of the local cluster "
                       "started when no scheduler is given (default: 2)")
+    grid.add_argument("--worker-wait", type=seconds, metavar="SECONDS",
+                      help="dask, slurm: how long to wait for the first worker (for jobs on a GPU, one with the "
+                      "resource GPU=1) before giving up with a message; 0 for no limit (default: 600 for dask, no "
+                      "limit for slurm, whose jobs may wait in the queue); the wait is said every 30 s")
     grid.add_argument("--slurm-jobs", type=positive_int, default=4, metavar="N",
                       help="slurm: Slurm jobs, one Dask worker each (default: 4)")
     grid.add_argument("--slurm-partition", metavar="P", help="slurm: partition (queue)")
@@ -291,6 +306,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return print_run(summary)
 
 
+def _wait_limit(given: float | None, default: float | None) -> float | None:
+    """``--worker-wait``: seconds, 0 for no limit; not given, the engine's default."""
+    if given is None:
+        return default
+    return None if given == 0 else given
+
+
 def _run_grid(args: argparse.Namespace, cfg: object) -> int:
     """Several models, another engine or ``--dry-run``: the grid (:mod:`iso_bench.grid.grid`)."""
     from iso_bench.grid.engines import DaskEngine, slurm_cluster
@@ -299,12 +321,12 @@ def _run_grid(args: argparse.Namespace, cfg: object) -> int:
 
     engine = None
     if not args.dry_run and args.engine == "dask":
-        engine = DaskEngine(args.scheduler, workers=args.workers)
+        engine = DaskEngine(args.scheduler, workers=args.workers, worker_wait=_wait_limit(args.worker_wait, 600))
     elif not args.dry_run and args.engine == "slurm":
         cluster = slurm_cluster(jobs=args.slurm_jobs, partition=args.slurm_partition, account=args.slurm_account,
                                 walltime=args.slurm_walltime, memory=args.slurm_memory, cores=args.slurm_cores,
                                 gpus=args.gpus_per_job, scheduler_host=args.scheduler_host)
-        engine = DaskEngine(cluster=cluster)
+        engine = DaskEngine(cluster=cluster, worker_wait=_wait_limit(args.worker_wait, None))
     from iso_bench.grid.plan import reproduce_command
 
     commands = {m: reproduce_command(args, m) for m in args.model}

@@ -288,3 +288,31 @@ def test_the_grid_runs_on_slurm_through_dask_jobqueue(mirror, models, local_grid
                 os.killpg(int(pid_file.read_text()), signal.SIGKILL)
             except (OSError, ValueError):
                 pass
+
+
+def test_a_dask_engine_without_a_usable_worker_says_so_and_gives_up_at_its_limit() -> None:
+    """No worker yet: the engine says what it waits for, then names the scheduler and what to do; jobs on a GPU
+    wait for a worker with the resource GPU, and a worker without it is named as such."""
+    from distributed import LocalCluster
+
+    from iso_bench.grid.engines import DaskEngine, EngineError
+
+    said: list[str] = []
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
+        engine = DaskEngine(cluster=empty, worker_wait=1.5, poll=0.5)
+        try:
+            joined = r"at the Dask scheduler (\S+); no worker joined: start workers \(`dask worker \1`\)"
+            with pytest.raises(EngineError, match=joined):
+                engine.wait_ready(say=said.append)
+        finally:
+            engine.close()
+    assert said and said[0].startswith(f"waiting for a worker to join the Dask scheduler at {engine.address} (0 now")
+    assert len(said) >= 2  # said again while it waits
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cpu_only:
+        engine = DaskEngine(cluster=cpu_only, worker_wait=0.5)
+        try:
+            engine.wait_ready(say=said.append)  # a CPU job: the worker will do
+            with pytest.raises(EngineError, match="1 worker.s. joined, none with the resource GPU: start each GPU"):
+                engine.wait_ready(gpu=True, say=said.append)
+        finally:
+            engine.close()

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -45,6 +46,10 @@ class Engine:
 
     def describe(self) -> str:
         return self.name
+
+    def wait_ready(self, *, gpu: bool = False, say: Callable[[str], None] = print) -> None:
+        """Return once the engine can run a job (on a GPU, with ``gpu``); raise :class:`EngineError` when it
+        cannot within its limit. The local process is always ready."""
 
     def close(self) -> None:
         """Release what the engine started (a local cluster, Slurm jobs)."""
@@ -86,7 +91,8 @@ class DaskEngine(Engine):
     name = "dask"
 
     def __init__(self, scheduler: str | None = None, *, workers: int = 2, cluster: Any = None,
-                 gpus_per_worker: int = 0, timeout: float = 30) -> None:
+                 gpus_per_worker: int = 0, timeout: float = 30, worker_wait: float | None = 600,
+                 poll: float = 30) -> None:
         try:
             from distributed import Client, LocalCluster
         except ImportError:
@@ -109,6 +115,39 @@ class DaskEngine(Engine):
                               f"or leave out --scheduler to start a local cluster") from None
         self._futures: dict[Any, str] = {}
         self.address = self.client.scheduler.address
+        self.worker_wait, self.poll = worker_wait, poll
+
+    def _workers(self) -> dict[str, Any]:
+        return self.client.scheduler_info().get("workers", {})
+
+    def wait_ready(self, *, gpu: bool = False, say: Callable[[str], None] = print) -> None:
+        """Wait until a worker that can take the grid's jobs has joined: any worker, or for jobs on a GPU one
+        that holds the resource ``GPU``. Says what it waits for (and again every ``poll`` seconds: Slurm jobs
+        may sit in the queue); after ``worker_wait`` seconds (``None``: no limit) it gives up, naming the
+        scheduler, the workers it has and what to do."""
+        started, said = time.monotonic(), None
+
+        def usable(info: dict[str, Any]) -> bool:
+            return not gpu or float((info.get("resources") or {}).get(GPU, 0)) >= 1
+
+        while True:
+            workers = self._workers()
+            if any(usable(info) for info in workers.values()):
+                return
+            waited = time.monotonic() - started
+            kind = "a worker with the resource GPU=1 (jobs on a GPU)" if gpu else "a worker"
+            if self.worker_wait is not None and waited >= self.worker_wait:
+                have = (f"{len(workers)} worker(s) joined, none with the resource {GPU}: start each GPU worker with "
+                        f"`--resources {GPU}=1`" if workers else "no worker joined: start workers (`dask worker "
+                        f"{self.address}`) or check the Slurm queue (`squeue --me`)")
+                raise EngineError(f"waited {waited:.0f} s for {kind} at the Dask scheduler {self.address}; {have}; "
+                                  "or wait longer (--worker-wait SECONDS, 0 for no limit)")
+            if said is None or time.monotonic() - said >= self.poll:
+                limit = "no limit" if self.worker_wait is None else f"up to {self.worker_wait:.0f} s"
+                say(f"waiting for {kind} to join the Dask scheduler at {self.address} ({len(workers)} now, "
+                    f"{waited:.0f} s so far, {limit})")
+                said = time.monotonic()
+            time.sleep(min(1.0, self.poll))
 
     def submit(self, fn: Callable[[Any], Any], arg: Any, *, label: str, gpu: bool = False) -> None:
         future = self.client.submit(fn, arg, pure=False, key=f"iso-bench-{slug(label)[:80]}-{len(self._futures)}",

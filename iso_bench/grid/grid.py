@@ -141,6 +141,7 @@ def run_grid(models: Sequence[str], base: RunConfig, *, engine: Engine | None = 
         return summary
     engine = engine or LocalEngine()
     gpu = str(base.device or "").startswith("cuda")
+    engine.wait_ready(gpu=gpu, say=say)
     order = list(dict.fromkeys(p.job.model for p in planned))
     for p in sorted(todo, key=lambda p: order.index(p.job.model)):  # a model's jobs together: workers keep it
         engine.submit(run_job, p.job.to_dict(), label=p.job.label, gpu=gpu)
