@@ -99,12 +99,13 @@ def _nearest(X: np.ndarray, centroids: np.ndarray) -> np.ndarray:
 
 def _move(sums: np.ndarray, X: np.ndarray, rows: np.ndarray, old: np.ndarray, new: np.ndarray) -> None:
     """Move the float64 sums of ``X[rows]`` in ``sums`` from clusters ``old`` (-1: none) to ``new``: for
-    each side one gather of the rows grouped by cluster, then one float64 sum per cluster."""
+    each side the rows grouped by cluster, then per cluster one gather of its rows and one float64 sum (a
+    cluster's rows at a time, never a copy of every row that moved: all of them in the first pass)."""
     for labels, sign in ((old, -1.0), (new, 1.0)):
         order, bounds = _group(labels[labels >= 0], len(sums))
-        grouped = X[rows[labels >= 0][order]]
+        grouped = rows[labels >= 0][order]
         for j in np.flatnonzero(np.diff(bounds)):
-            sums[j] += sign * grouped[bounds[j] : bounds[j + 1]].sum(axis=0, dtype=np.float64)
+            sums[j] += sign * X[grouped[bounds[j] : bounds[j + 1]]].sum(axis=0, dtype=np.float64)
 
 
 def _kmeans_points(X: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
