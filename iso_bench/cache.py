@@ -165,12 +165,13 @@ class EmbeddingStore(EncodeMissing):
     # prompt string, which is then part of the key and of the encoding; others ignore them.
 
     def sentences(self, texts: Sequence[str], desc: str = "encoding", *, task_metadata: Any = None,
-                  prompt_type: Any = None) -> np.ndarray:
+                  prompt_type: Any = None, remember: bool = True) -> np.ndarray:
         """Pooled sentence vectors, shape ``(len(texts), dim)``, read-only.
 
         The variants of a run ask for the same texts one after another (each of a task's columns, once per
         variant): the last few matrices are kept, found again by one digest of the texts instead of a key per
-        text, and shared (hence read-only: a method never writes into its input)."""
+        text, and shared (hence read-only: a method never writes into its input). ``remember=False`` keeps
+        nothing of this request (the batches of a streaming fit: too many to be asked for again from memory)."""
         texts = list(texts)
         where = self._where(task_metadata, prompt_type)
         h = hashlib.sha256(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)).tobytes())
@@ -182,6 +183,8 @@ class EmbeddingStore(EncodeMissing):
             return self._recent[memo]
         X = self._get("sentence", texts, None, desc, where)
         X.flags.writeable = False
+        if not remember:
+            return X
         self._recent[memo] = X
         while len(self._recent) > RECENT or sum(m.nbytes for m in self._recent.values()) > RECENT_BYTES:
             del self._recent[next(iter(self._recent))]  # the oldest (X itself, alone and over the bytes)

@@ -238,7 +238,7 @@ class _Variant:
             for i in range(0, len(texts), step):
                 batch = list(texts[i:i + step])
                 if level == "sentence":
-                    yield self.store.sentences(batch, desc="fit corpus", **where)
+                    yield self.store.sentences(batch, desc="fit corpus", remember=False, **where)
                 else:
                     toks = [t for t in self.store.tokens(batch, desc="fit corpus", **where) if len(t)]
                     if toks:

@@ -192,3 +192,11 @@ def test_the_kept_matrices_stay_under_their_byte_budget(monkeypatch: pytest.Monk
     again = store.sentences(["e", "f", "g"])  # stacked again from the per-text vectors, not served whole
     assert again is not third
     np.testing.assert_array_equal(again, third)
+
+
+def test_a_request_not_to_remember_leaves_the_kept_matrices_as_they_were() -> None:
+    store = EmbeddingStore(CountingBackbone(), None, progress=False)
+    kept = store.sentences(["a b", "c"])
+    batch = store.sentences(["d", "e"], remember=False)  # a streaming fit's batch
+    assert list(store._recent.values()) == [kept] and not batch.flags.writeable
+    assert store.sentences(["d", "e"], remember=False) is not batch  # read again, not served from memory
