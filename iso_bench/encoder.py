@@ -68,6 +68,7 @@ class _Variant:
         self._prototype, self.level = self._new_method(method)
         self.corpus = corpus if isinstance(corpus, CorpusProvider) else CorpusProvider(corpus, data_dir=data_dir)
         self._fitted: dict[str, Method] = {}
+        self._by_task: dict[tuple[str | None, str], Method] = {}  # (task name, level) -> its fitted method
         self.fit_records: dict[str, dict[str, Any]] = {}
         self.fit_seconds = 0.0  # wall time spent in method.fit, for benchmarks (never written to results)
         self.fits_run = 0  # fits computed by this variant
@@ -140,6 +141,8 @@ class _Variant:
         if not type(self._prototype).fitted:
             self.fit_records.setdefault(task_name or "", {"fit_corpus": None})
             return self._prototype
+        if (task_name, level) in self._by_task:  # every batch mteb hands over: the corpus is not built again
+            return self._by_task[(task_name, level)]
         corpus = self._within_budget(self.corpus(task_name), level)
         key = f"{corpus.key}@{level}"
         if key not in self._fitted:
@@ -185,6 +188,7 @@ class _Variant:
             entry["fits"].append(fit)
         if task_name is not None:
             self.fit_records[task_name] = self.fit_records[corpus.key]
+        self._by_task[(task_name, level)] = self._fitted[key]
         return self._fitted[key]
 
     def _fit_key(self, corpus: Any, level: str, method: Method) -> dict[str, Any]:

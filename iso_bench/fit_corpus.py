@@ -346,10 +346,17 @@ class CorpusProvider:
             self(task.metadata.name)
 
     def __call__(self, task_name: str | None) -> FitCorpus:
+        """The fit corpus for ``task_name``. One of at most the fit budget's texts (every STS, WiC and WSD
+        task's) is built once and kept; a larger one (a retrieval corpus of millions of documents) is built
+        again each time it is asked for, once per variant, rather than holding its texts as Python strings
+        through the whole run."""
         key = f"file:{self.setting}" if self.is_file else f"{self.setting}:{task_name}"
-        if key not in self._corpora:
-            self._corpora[key] = self._build(task_name)
-        return self._corpora[key]
+        corpus = self._corpora.get(key)
+        if corpus is None:
+            corpus = self._build(task_name)
+            if len(corpus.texts) <= fit_budget():
+                self._corpora[key] = corpus
+        return corpus
 
     def _build(self, task_name: str | None) -> FitCorpus:
         if self.is_file:

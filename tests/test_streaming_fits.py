@@ -149,3 +149,16 @@ def test_a_token_level_fit_over_its_budget_streams_every_text_or_samples(tmp_pat
     uniform.fitted_method(None)
     (record,) = [r for k, r in uniform.fit_records.items() if k.endswith("@10")]
     assert record["sample"] == 10 and record["fits"][0]["n_vectors"] == 50
+
+
+def test_a_fit_corpus_over_the_budget_is_not_kept_between_fits(tmp_path, monkeypatch) -> None:
+    from iso_bench.fit_corpus import CorpusProvider
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(_texts(60)) + "\n", encoding="utf-8")
+    monkeypatch.setenv("ISO_BENCH_FIT_BUDGET", "40")
+    provider = CorpusProvider(str(corpus))
+    first, second = provider(None), provider(None)
+    assert first is not second and first == second  # built again: the same texts, not held in between
+    monkeypatch.setenv("ISO_BENCH_FIT_BUDGET", "60")
+    assert provider(None) is provider(None)  # within the budget: built once, kept
