@@ -152,10 +152,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--fit-sample", type=positive_int, metavar="N",
                      help="fit on a seeded sample of N texts of the fit corpus (huge corpora); recorded")
     run.add_argument("--fit-budget", type=positive_int, metavar="N",
-                     help="texts a fit reads at once (env ISO_BENCH_FIT_BUDGET; default: 100000): a larger fit "
-                     "corpus is read batch by batch by center, abtt, whiten and clip (the same fit) and sampled, "
-                     "seeded and recorded, for the other methods (a budget other than the default is part of "
-                     "their setup)")
+                     help="texts a fit reads at once, a quarter of it for token vectors (env ISO_BENCH_FIT_BUDGET; "
+                     "default: 100000): a larger fit corpus is read batch by batch by the methods that stream "
+                     "(center, abtt, whiten, clip, zscore, zca, softdecay, zipfian-whiten: the same fit) and "
+                     "sampled, seeded and recorded, for the others (cluster-pca, flow, "
+                     "zipfian-whiten-weights=uniform; a budget other than the default is part of their setup)")
     run.add_argument("--token-cache-texts", type=positive_int, metavar="N",
                      help="keep token vectors in the cache for tasks of at most N texts (env "
                      "ISO_BENCH_TOKEN_CACHE_TEXTS; default: 100000): a larger task's token vectors are computed "
@@ -321,7 +322,9 @@ def _run_grid(args: argparse.Namespace, cfg: object) -> int:
 
     engine = None
     if not args.dry_run and args.engine == "dask":
-        engine = DaskEngine(args.scheduler, workers=args.workers, worker_wait=_wait_limit(args.worker_wait, 600))
+        on_gpu = str(args.device or "").startswith("cuda")  # a local cluster's workers share this machine's GPU
+        engine = DaskEngine(args.scheduler, workers=args.workers, gpus_per_worker=1 if on_gpu else 0,
+                            worker_wait=_wait_limit(args.worker_wait, 600))
     elif not args.dry_run and args.engine == "slurm":
         cluster = slurm_cluster(jobs=args.slurm_jobs, partition=args.slurm_partition, account=args.slurm_account,
                                 walltime=args.slurm_walltime, memory=args.slurm_memory, cores=args.slurm_cores,

@@ -23,7 +23,7 @@ import numpy as np
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
-from iso_bench import __version__
+from iso_bench import __version__, linalg
 from iso_bench.checks import one_blas_thread
 from iso_bench.files import cache_not_written, folder_checksum, texts_digest
 from iso_bench.fit_cache import FOLDER as FIT_FOLDER
@@ -74,7 +74,7 @@ class _Variant:
         self.fits_run = 0  # fits computed by this variant
         self.fits_loaded = 0  # fits read from the fit cache
         self.fit_budget = fit_budget()  # texts a fit reads at once; larger corpora stream, or are sampled
-        self._samples: dict[str, Any] = {}  # corpus key -> its sample within the budget
+        self._samples: dict[tuple[str, int], Any] = {}  # (corpus key, budget) -> its sample within the budget
 
     def _new_method(self, spec: str) -> tuple[Method, str]:
         """Build the method; the run's seed applies unless the spec sets one."""
@@ -154,7 +154,7 @@ class _Variant:
             if stored is None:
                 started, n_vectors = time.perf_counter(), 0
                 try:
-                    if len(corpus.texts) > self._budget(level):  # a method that streams: batch by batch
+                    if method.streaming() and len(corpus.texts) > self._budget(level):  # batch by batch
                         for X in self._fit_batches(corpus, level):
                             method.partial_fit(X)
                             n_vectors += len(X)
@@ -172,6 +172,8 @@ class _Variant:
                 self.fit_seconds += time.perf_counter() - started
                 self.fits_run += 1
                 fit = {"level": level, "n_vectors": int(n_vectors)}
+                if linalg.gpu_device(method.device) is not None:  # computed on a GPU: the same up to rounding, said
+                    fit["device"] = str(method.device)
                 if store_at is not None:
                     try:
                         save_fit(*store_at, method, fit)
@@ -223,9 +225,10 @@ class _Variant:
         budget = self._budget(level)
         if len(corpus.texts) <= budget or self._prototype.streaming():
             return corpus
-        if corpus.key not in self._samples:
-            self._samples[corpus.key] = corpus.sample(budget, self.seed, reason="fit budget")
-        return self._samples[corpus.key]
+        at = (corpus.key, budget)  # a sentence-level and a token-level fit take samples of their own sizes
+        if at not in self._samples:
+            self._samples[at] = corpus.sample(budget, self.seed, reason="fit budget")
+        return self._samples[at]
 
     def _budget(self, level: str) -> int:
         """Texts a fit of ``level`` vectors reads at once: the fit budget for sentence vectors, a quarter of

@@ -311,6 +311,8 @@ class CorpusProvider:
     ``setting`` is ``"task"`` (the evaluated task's own texts), ``"train"`` (its training split) or the path
     of a text file; ``sample`` fits on a seeded sample of that many texts (huge corpora), ``seed`` seeds it.
     ``tasks`` are loaded tasks by name (the runner's); a task not among them is loaded here, from ``data_dir``.
+    ``budget``: the fit budget; a corpus of more texts is built again each time it is asked for (see
+    :meth:`__call__`).
 
     Example:
         >>> provider = CorpusProvider("task", {"T": loaded_task})          # doctest: +SKIP
@@ -319,7 +321,8 @@ class CorpusProvider:
     """
 
     def __init__(self, setting: str = TASK, tasks: Mapping[str, Any] | None = None,
-                 data_dir: str | Path | None = None, *, sample: int | None = None, seed: int = 0) -> None:
+                 data_dir: str | Path | None = None, *, sample: int | None = None, seed: int = 0,
+                 budget: int | None = None) -> None:
         if sample is not None and sample < 2:
             raise FitCorpusError(f"a fit corpus sample needs at least 2 texts, got {sample}")
         self.setting = setting
@@ -328,6 +331,7 @@ class CorpusProvider:
         self.seed = seed
         self._tasks: dict[str, Any] = dict(tasks or {})
         self._corpora: dict[str, FitCorpus] = {}
+        self.budget = budget  # the fit budget (--fit-budget); None: $ISO_BENCH_FIT_BUDGET or the default
 
     @property
     def is_file(self) -> bool:
@@ -354,7 +358,7 @@ class CorpusProvider:
         corpus = self._corpora.get(key)
         if corpus is None:
             corpus = self._build(task_name)
-            if len(corpus.texts) <= fit_budget():
+            if len(corpus.texts) <= (fit_budget() if self.budget is None else self.budget):
                 self._corpora[key] = corpus
         return corpus
 

@@ -20,6 +20,11 @@ one is given. Below it (a few milliseconds of the CPU's float64 BLAS) the copies
 more than they save. The cut-off comes from the sizes involved, not from timings on a GPU."""
 
 
+GPU_ROWS = 1 << 16
+"""Rows of a product's left operand on the device at a time (65,536 float64 rows of 1,024 columns: 512 MiB), so
+that a token-level fit of millions of vectors never needs them all in the GPU's memory at once."""
+
+
 def gpu_device(device: Any) -> Any:
     """The torch device to compute on for ``device`` (a method's ``device``: ``"cpu"``, ``"cuda"``,
     ``"cuda:1"``): a CUDA device torch can use, else ``None`` (numpy on the CPU). torch is imported only for
@@ -40,9 +45,12 @@ def _to(dev: Any, X: np.ndarray) -> Any:
     bytes), converted there."""
     import torch
 
+    X = np.asarray(X)
+    if any(stride < 0 for stride in X.strides):  # a reversed view: torch takes no negative strides
+        X = np.ascontiguousarray(X)
     with warnings.catch_warnings():  # read-only cache matrices: the tensor is only read, never written
         warnings.filterwarnings("ignore", message=".*not writable.*")
-        return torch.as_tensor(np.asarray(X)).to(dev).to(torch.float64)
+        return torch.as_tensor(X).to(dev).to(torch.float64)
 
 
 def matmul(A: np.ndarray, B: np.ndarray, device: Any = None) -> np.ndarray:
@@ -56,7 +64,11 @@ def matmul(A: np.ndarray, B: np.ndarray, device: Any = None) -> np.ndarray:
     dev = gpu_device(device)
     if dev is None or A.shape[0] * A.shape[1] * B.shape[1] < GPU_MIN_MACS:
         return A @ B
-    return (_to(dev, A) @ _to(dev, B)).cpu().numpy()
+    b = _to(dev, B)
+    out = np.empty((A.shape[0], B.shape[1]))
+    for i in range(0, len(A), GPU_ROWS):  # a block of rows on the device at a time, whatever A's size
+        out[i:i + GPU_ROWS] = (_to(dev, A[i:i + GPU_ROWS]) @ b).cpu().numpy()
+    return out
 
 
 def gram(X: np.ndarray, device: Any = None) -> np.ndarray:
@@ -69,8 +81,11 @@ def gram(X: np.ndarray, device: Any = None) -> np.ndarray:
     dev = gpu_device(device)
     if dev is None or X.shape[0] * X.shape[1] * X.shape[1] < GPU_MIN_MACS:
         return X.T @ X
-    t = _to(dev, X)
-    return (t.T @ t).cpu().numpy()
+    total = None
+    for i in range(0, len(X), GPU_ROWS):  # summed block by block on the device
+        t = _to(dev, X[i:i + GPU_ROWS])
+        total = t.T @ t if total is None else total.add_(t.T @ t)
+    return total.cpu().numpy()
 
 
 def fix_signs(components: np.ndarray, axis: int = 0) -> np.ndarray:

@@ -129,7 +129,8 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
     backbone = load_backbone(base_model, revision, device=device, pooling=pooling, layer=layer, batch_size=batch_size)
     kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
     store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size)
-    corpus = CorpusProvider(fit_corpus_path or fit_corpus, data_dir=data_dir, sample=fit_sample, seed=seed)
+    corpus = CorpusProvider(fit_corpus_path or fit_corpus, data_dir=data_dir, sample=fit_sample, seed=seed,
+                            budget=fit_budget)
     encoder = VariantEncoder(store, method, corpus=corpus, seed=seed)
     if fit_budget is not None:
         encoder.fit_budget = int(fit_budget)

@@ -123,7 +123,8 @@ def _prepare(cfg: RunConfig) -> _Prepared:
                        layer=cfg.layer)
     made = check_methods(cfg.methods, dims, cfg.model)  # every spec against the encoder's dimension
     mirror_dir(cfg.data_dir)  # validates the mirror folder
-    corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed)
+    corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed,
+                            budget=cfg.fit_budget)
     corpus.check()  # a fit corpus file is read before any encoding
     tasks = [build_task(ref) for ref in refs]
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
@@ -277,7 +278,8 @@ def _corpus(cfg: RunConfig, run: _Prepared) -> Any:
         return run.corpus
     from iso_bench.fit_corpus import CorpusProvider
 
-    corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed)
+    corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed,
+                            budget=cfg.fit_budget)
     corpus.add_tasks(run.tasks)
     return corpus
 

@@ -32,8 +32,10 @@ def torch_products(monkeypatch):
         crossings.append(X.shape)
         return real_to(dev, X)
 
-    monkeypatch.setattr(linalg, "gpu_device", lambda device: torch.device("cpu") if device == "cuda" else None)
+    monkeypatch.setattr(linalg, "gpu_device",
+                        lambda device: torch.device("cpu") if str(device).startswith("cuda") else None)
     monkeypatch.setattr(linalg, "GPU_MIN_MACS", 0)
+    monkeypatch.setattr(linalg, "GPU_ROWS", 1000)  # several blocks of rows per product
     monkeypatch.setattr(linalg, "_to", counted)
     return crossings
 
@@ -79,6 +81,17 @@ def test_without_cuda_a_cuda_method_computes_with_numpy_bit_for_bit() -> None:
                                       _fit(spec, X, "cpu", False).transform(probe))
 
 
+def test_reversed_and_transposed_views_cross_as_their_values(torch_products) -> None:
+    X = anisotropic(2500).astype(np.float64)
+    for view in (X[::-1], X[:, ::-1], X.T.copy().T, X[::2]):
+        np.testing.assert_allclose(linalg.matmul(view, view.T[:, :7], "cuda"), view @ view.T[:, :7], rtol=1e-12)
+        np.testing.assert_allclose(linalg.gram(view, "cuda"), view.T @ view, rtol=1e-12)
+    m = make_method("softdecay")[0]
+    m.device = "cuda"
+    m.fit(X)
+    np.testing.assert_allclose(m.transform(X[::-1]), m.transform(X)[::-1], rtol=1e-9, atol=1e-9)
+
+
 def test_a_variant_on_a_gpu_model_fits_its_method_for_that_device(tmp_path) -> None:
     from iso_bench.cache import EmbeddingStore
     from iso_bench.encoder import VariantEncoder
@@ -92,3 +105,21 @@ def test_a_variant_on_a_gpu_model_fits_its_method_for_that_device(tmp_path) -> N
     store = EmbeddingStore(backbone, None, progress=False)
     variant = VariantEncoder(store, "whiten-eps=0.1", corpus=str(corpus))
     assert variant.fitted_method(None).device == "cuda:0"
+
+
+def test_a_fit_computed_on_a_gpu_says_so_in_its_record(tmp_path, torch_products) -> None:
+    from iso_bench.cache import EmbeddingStore
+    from iso_bench.encoder import VariantEncoder
+    from tests.conftest import KeywordBackbone
+
+    texts = [f"cat dog {w} t{i}" for i, w in enumerate(["bank", "river", "money", "piano"] * 10)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    fits = {}
+    for device in ("cuda:0", "cpu"):
+        backbone = KeywordBackbone(sorted({w for t in texts for w in t.split()}))
+        backbone.device = device
+        variant = VariantEncoder(EmbeddingStore(backbone, None, progress=False), "whiten-eps=0.1", corpus=str(corpus))
+        variant.fitted_method(None)
+        (fits[device],) = variant.fit_records[variant.corpus(None).key]["fits"]
+    assert fits["cuda:0"]["device"] == "cuda:0" and "device" not in fits["cpu"]

@@ -162,3 +162,17 @@ def test_a_fit_corpus_over_the_budget_is_not_kept_between_fits(tmp_path, monkeyp
     assert first is not second and first == second  # built again: the same texts, not held in between
     monkeypatch.setenv("ISO_BENCH_FIT_BUDGET", "60")
     assert provider(None) is provider(None)  # within the budget: built once, kept
+
+
+@pytest.mark.parametrize("first", ["sentence", "token"])
+def test_a_variant_fitting_at_both_levels_samples_each_level_to_its_own_budget(first, tmp_path, monkeypatch) -> None:
+    """Sentence vectors: a sample of the budget (40 texts); token vectors: of a quarter of it (10), whichever
+    level fits first."""
+    texts = _texts(60)
+    variant, _ = _variant("cluster-pca-2-0-level=sentence", texts, 40, tmp_path, monkeypatch)
+    levels = ["sentence", "token"] if first == "sentence" else ["token", "sentence"]
+    for level in levels:
+        variant.fitted_method(None, level)
+    records = {r["fits"][0]["level"]: r for k, r in variant.fit_records.items() if "@" in k}
+    assert records["sentence"]["sample"] == 40 and records["sentence"]["fits"][0]["n_vectors"] == 40
+    assert records["token"]["sample"] == 10 and records["token"]["fits"][0]["n_vectors"] == 50

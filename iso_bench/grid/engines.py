@@ -118,7 +118,13 @@ class DaskEngine(Engine):
         self.worker_wait, self.poll = worker_wait, poll
 
     def _workers(self) -> dict[str, Any]:
-        return self.client.scheduler_info().get("workers", {})
+        """Every worker the scheduler knows, by address, with its ``resources`` (some Dask releases list only
+        the first 5 unless asked for all)."""
+        try:
+            info = self.client.scheduler_info(n_workers=-1)
+        except TypeError:  # a release without the argument lists them all
+            info = self.client.scheduler_info()
+        return info.get("workers", {})
 
     def wait_ready(self, *, gpu: bool = False, say: Callable[[str], None] = print) -> None:
         """Wait until a worker that can take the grid's jobs has joined: any worker, or for jobs on a GPU one
@@ -172,7 +178,7 @@ class DaskEngine(Engine):
         return [label for future, label in self._futures.items() if future.key in busy]
 
     def describe(self) -> str:
-        workers = len(self.client.scheduler_info().get("workers", {}))
+        workers = len(self._workers())
         return f"dask at {self.address} ({workers} workers now)"
 
     def close(self) -> None:

@@ -267,8 +267,9 @@ _BLOCK = 8192  # rows converted to float64 at a time
 
 def _column_mean_std(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per column, the mean and standard deviation (ddof=0) of ``X`` in float64, bit for bit what
-    ``X.astype(np.float64).mean(axis=0)`` and ``.std(axis=0)`` give (numpy adds the rows of a C-ordered
-    matrix one after another along axis 0, and so does this, each block's sum carrying the one before),
+    ``X.astype(np.float64).mean(axis=0)`` and ``.std(axis=0)`` give for a C-ordered ``X`` (what the encoder
+    hands a fit: numpy adds its rows one after another along axis 0, and so does this, each block's sum
+    carrying the one before),
     with a block of ``_BLOCK`` rows in float64 at a time instead of two float64 copies of ``X``.
 
     >>> X = np.random.default_rng(0).normal(size=(20_000, 3)).astype(np.float32) * 7 + 100
