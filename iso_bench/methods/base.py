@@ -52,9 +52,10 @@ class Method:
     scatter: ClassVar[bool] = False  # ... the scatter matrix among them, not only the mean
     extremes: ClassVar[bool] = False  # ... and how often each dimension is a vector's smallest/largest coordinate
     device: str = "cpu"
-    """Where the large products of fit and transform run (a torch device name, no part of the spec: set it on
-    an instance): ``"cpu"`` (numpy), or a CUDA device, used through :func:`iso_bench.linalg.matmul` for a
-    product large enough to gain from it. The numbers agree up to float64 rounding."""
+    """Where the method computes (a torch device name, no part of the spec: set it on an instance): ``"cpu"``
+    (numpy), or a CUDA device, where flow trains and the large products of fit and transform run
+    (:func:`iso_bench.linalg.matmul`). The numbers agree up to float rounding; a CUDA device without a GPU
+    computes on the CPU."""
 
     # ---- parameters -------------------------------------------------------------------------------
     @classmethod
@@ -229,15 +230,26 @@ class Method:
 
     def _check_input(self, X: np.ndarray, *, fitting: bool, float64: bool = True) -> np.ndarray:
         """Validate and convert ``X`` to a 2-D float64 array, with errors that name the method; input to
-        a fitted method must have the dimension it was fitted on. ``float64=False`` keeps float32 input as
-        it is (no float64 copy of a large fit corpus: the method converts block by block)."""
+        a fitted method must have the dimension it was fitted on.
+
+        ``float64=False`` keeps float32 input float32 and float64 float64, C-ordered (no float64 copy of a
+        large matrix: the method converts block by block, or computes in float32). Every check and message
+        is the same: the shape, dtype and dimension checks run on a zero-row view; finiteness is one sum,
+        finite only if every entry is, and only when it is not are the rows scanned (naming the bad ones, or
+        finding an overflow of the sum)."""
         X = np.asarray(X)
+        if not float64 and X.ndim == 2 and X.dtype in (np.float32, np.float64):
+            Method._check_input(self, X[:0], fitting=fitting)
+            with np.errstate(over="ignore", invalid="ignore"):
+                finite = np.isfinite(X.sum())
+            if not finite:
+                Method._check_input(self, X, fitting=fitting)
+            return np.ascontiguousarray(X)
         if X.ndim != 2:
             raise MethodError(f"method {self.spec!r}: expected a 2-D array (n_vectors, dim), got shape {X.shape}")
         if not np.issubdtype(X.dtype, np.number):
             raise MethodError(f"method {self.spec!r}: expected numbers, got dtype {X.dtype}")
-        if float64 or X.dtype != np.float32:
-            X = X.astype(np.float64, copy=False)
+        X = X.astype(np.float64, copy=False)
         if not np.isfinite(X).all():
             bad = int((~np.isfinite(X)).any(axis=1).sum())
             raise MethodError(

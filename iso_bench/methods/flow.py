@@ -80,8 +80,9 @@ class Flow(Method):
             over the first 10% of the steps, then decayed linearly to 0.
         seed: seeds the initialisation and the batch order; fitting is deterministic on CPU.
 
-    Attribute ``device`` (not a parameter, no part of the spec): where training runs, ``"cpu"`` (the
-    default) or a CUDA device; see :attr:`device`.
+    Attribute ``device`` (:attr:`Method.device`, no part of the spec): where training runs, ``"cpu"`` (the
+    default) or a CUDA device (``method.device = "cuda"``). The batches, their order and the learned float64
+    numpy state are the same; the trained parameters differ by float rounding.
 
     Needs more vectors than dimensions (:meth:`min_vectors`) and enough dimensions for the architecture
     (:meth:`check`). Dimensions that are constant in the fit corpus (all-MiniLM-L6-v2 has such dead
@@ -103,11 +104,6 @@ class Flow(Method):
 
     name = "flow"
     order = 60
-    device: str = "cpu"
-    """Where training runs (a torch device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``), no part of the spec: set it
-    on an instance (``method.device = "cuda"``). The batches, their order and the learned float64 numpy
-    state are the same; the trained parameters differ by float rounding. ``"cuda"`` without a GPU trains
-    on the CPU."""
 
     def __init__(
         self,
@@ -193,7 +189,7 @@ class Flow(Method):
         X = self._check_fit_input(X, float64=False)  # float32 stays float32: statistics are taken block by block
         n, d = X.shape
         mean, scale = _column_mean_std(X)
-        const = scale <= 1e-12 * max(float(np.abs(X).max()), 1e-300)
+        const = scale <= 1e-12 * max(float(max(X.max(), -X.min())), 1e-300)  # |X|'s largest, with no copy of X
         active = np.flatnonzero(~const)
         if len(active) < self.min_dim():  # fewer vectors than varying dimensions cannot happen: n > d
             self._refuse(f"only {len(active)} of {d} dimensions vary in the fit corpus; {self.spec} needs at least "
