@@ -73,7 +73,8 @@ class _Variant:
         self.fit_seconds = 0.0  # wall time spent in method.fit, for benchmarks (never written to results)
         self.fits_run = 0  # fits computed by this variant
         self.fits_loaded = 0  # fits read from the fit cache
-        self.fit_budget = fit_budget()  # texts a fit reads at once; larger corpora stream, or are sampled
+        # texts a fit reads at once (the provider's --fit-budget, else the default): more stream, or are sampled
+        self.fit_budget = fit_budget() if self.corpus.budget is None else int(self.corpus.budget)
         self._samples: dict[tuple[str, int], Any] = {}  # (corpus key, budget) -> its sample within the budget
 
     def _new_method(self, spec: str) -> tuple[Method, str]:

@@ -131,9 +131,7 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
     store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size)
     corpus = CorpusProvider(fit_corpus_path or fit_corpus, data_dir=data_dir, sample=fit_sample, seed=seed,
                             budget=fit_budget)
-    encoder = VariantEncoder(store, method, corpus=corpus, seed=seed)
-    if fit_budget is not None:
-        encoder.fit_budget = int(fit_budget)
+    encoder = VariantEncoder(store, method, corpus=corpus, seed=seed)  # its fit budget: the provider's
     encoder.base_record = base_record(backbone)
     return encoder
 

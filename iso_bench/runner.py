@@ -320,8 +320,6 @@ def _start_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, *, 
         state.encoder.base_record, state.encoder.data_sources = run.base_record, run.sources
         state.encoder.mteb_model_meta = meta
         state.encoder.write_errors = []  # a result that cannot be written is reported here (see _evaluate)
-        if cfg.fit_budget is not None:
-            state.encoder.fit_budget = cfg.fit_budget
     return state
 
 
