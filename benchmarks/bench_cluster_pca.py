@@ -33,8 +33,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from iso_bench.linalg import fix_signs  # noqa: E402
 from iso_bench.methods.cluster_pca import ClusterPCA  # noqa: E402
+from iso_bench.numerics.linalg import fix_signs  # noqa: E402
 
 
 # ---- the previous implementation (git: iso_bench/methods/cluster_pca.py before the change) ---------
@@ -119,7 +119,7 @@ def synthetic(n: int, d: int, seed: int = 0) -> np.ndarray:
 
 def from_cache(root: str, n: int) -> np.ndarray:
     """The first ``n`` token vectors of the shards ``tokens-*.npz`` of a raw-vector cache, in file-name order."""
-    from iso_bench.cache import read_shard
+    from iso_bench.vectors.store import read_shard
 
     rows, total = [], 0
     for path in sorted(glob.glob(os.path.join(root, "*", "*", "*", "tokens-*.npz"))):

@@ -72,7 +72,7 @@ def synthetic(n: int, d: int, seed: int = 0) -> np.ndarray:
 
 
 def from_cache(folder: Path, n: int) -> np.ndarray:
-    from iso_bench.cache import read_shard
+    from iso_bench.vectors.store import read_shard
 
     vectors: list[np.ndarray] = []
     for path in sorted(folder.glob("*/*/*/sentence-*.npz")):

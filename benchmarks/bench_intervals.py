@@ -31,7 +31,7 @@ def _pairs(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def bench_run(resamples: int) -> None:
-    from iso_bench.stats import confidence_interval
+    from iso_bench.numerics.stats import confidence_interval
 
     rng = np.random.default_rng(0)
     total = 0.0

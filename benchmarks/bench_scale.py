@@ -10,7 +10,7 @@ transforms, mteb's evaluation and the intervals. Every text has 20 token vectors
 
 Runs, each in a fresh subprocess (its peak RSS is its own):
 
-- ``sentence n``: ``iso_bench.runner.run`` with raw and every default sentence-level method on a real mteb
+- ``sentence n``: ``iso_bench.grid.runner.run`` with raw and every default sentence-level method on a real mteb
   retrieval task (SciFact's task class and metadata) whose data is built in memory: 1,000 queries, n documents;
 - ``tokens n``: raw and every default token-level method on an STS task (STSBenchmark's class) of n texts
   (n/2 pairs of 20-token texts);
@@ -155,10 +155,10 @@ def _peak_gb() -> float:
 def child(job: dict[str, Any]) -> dict[str, Any]:
     """One run in this (fresh) process; returns its seconds and peak RSS."""
     import iso_bench.checks
-    import iso_bench.runner
+    import iso_bench.grid.runner
+    from iso_bench.grid.runner import RunConfig, run
     from iso_bench.methods import make_method
-    from iso_bench.mteb_plugin import DEFAULT_METHODS
-    from iso_bench.runner import RunConfig, run
+    from iso_bench.results.benchmark import DEFAULT_METHODS
 
     backbone = SyntheticBackbone(job["dim"])
     n = job["n"]
@@ -185,9 +185,9 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
     methods = ["raw", *[s for s, lv in levels.items() if lv == level and s != "raw"]]
     task = retrieval_task(n, job["queries"]) if job["kind"] == "sentence" else sts_task(n)
     task.load_data()
-    iso_bench.runner.build_backbone = lambda cfg: backbone
-    iso_bench.runner.peek_revision = lambda cfg: backbone.revision
-    iso_bench.runner.build_task = lambda ref: task
+    iso_bench.grid.runner.build_backbone = lambda cfg: backbone
+    iso_bench.grid.runner.revision_of = lambda cfg: backbone.revision
+    iso_bench.grid.runner.build_task = lambda ref: task
     iso_bench.checks.output_dims = lambda *a, **k: {"sentence": backbone.dim, "token": backbone.dim}
     with tempfile.TemporaryDirectory(prefix="iso-bench-scale-", dir=job.get("tmp")) as tmp:
         cfg = RunConfig(model=backbone.model_id, methods=methods, tasks=[task.metadata.name],

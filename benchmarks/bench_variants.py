@@ -2,7 +2,7 @@
 
     python benchmarks/bench_variants.py --data-dir ../shared/data [--model ID] [--threads 2] [--device cpu]
 
-Four runs of ``iso_bench.runner.run`` with the default settings (every default method, the 7 MTEB STS tasks,
+Four runs of ``iso_bench.grid.runner.run`` with the default settings (every default method, the 7 MTEB STS tasks,
 bootstrap intervals of 1,000 resamples), at a fixed, printed thread count:
 
 1. raw alone, cold: an empty raw-vector cache and results folder;
@@ -53,8 +53,9 @@ import sentence_transformers  # noqa: E402,F401
 import sklearn.metrics  # noqa: E402,F401
 import torch  # noqa: E402,F401
 
-from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL  # noqa: E402
-from iso_bench.runner import RunConfig, RunSummary, run  # noqa: E402
+from iso_bench.grid.runner import RunConfig, RunSummary, run  # noqa: E402
+from iso_bench.mteb_plugin import DEFAULT_MODEL  # noqa: E402
+from iso_bench.results.benchmark import DEFAULT_METHODS  # noqa: E402
 
 IMPORT_SECONDS = time.perf_counter() - started
 PHASES = ["model loading", "dataset loading", "forward passes", "encode: all but the forward passes",
@@ -138,15 +139,15 @@ def time_forward_passes(phases: Phases) -> None:
 
 
 def instrument(phases: Phases) -> None:
-    import iso_bench.backbone
     import iso_bench.encoder
-    import iso_bench.instances
     import iso_bench.mteb_plugin
-    from iso_bench.cache import EmbeddingStore
+    import iso_bench.results.instances
+    import iso_bench.vectors.hf_backbone
     from iso_bench.methods import METHODS
+    from iso_bench.vectors.store import EmbeddingStore
 
     time_forward_passes(phases)
-    phases.wrap(iso_bench.backbone, "load_backbone", "model loading")
+    phases.wrap(iso_bench.vectors.hf_backbone, "load_backbone", "model loading")
     phases.wrap(mteb.abstasks.AbsTask, "load_data", "dataset loading")
     phases.wrap(EmbeddingStore, "_compute", "encode: all but the forward passes")
     phases.wrap(EmbeddingStore, "_compute_spans", "encode: all but the forward passes")
@@ -159,8 +160,8 @@ def instrument(phases: Phases) -> None:
             phases.wrap(cls, "fit", f"fit {name}")
         if "transform" in vars(cls):
             phases.wrap(cls, "transform", "transforms")
-    phases.wrap(iso_bench.instances, "interval_record", "bootstrap intervals")
-    phases.wrap(iso_bench.instances, "write_instances", "result writing")  # before run() installs the hook
+    phases.wrap(iso_bench.results.instances, "interval_record", "bootstrap intervals")
+    phases.wrap(iso_bench.results.instances, "write_instances", "result writing")  # before run() installs the hook
     phases.wrap(iso_bench.mteb_plugin, "write_result", "result writing")
 
 
@@ -200,12 +201,12 @@ def main() -> None:
 
         print(f"model {args.model}; tasks {' '.join(args.tasks)}; methods {' '.join(methods)}; device {args.device}; "
               f"torch threads {args.threads}; imports {IMPORT_SECONDS:.1f} s (once, before run 1)", flush=True)
-        import iso_bench.runner
+        import iso_bench.grid.runner
 
         for i in range(args.repeats):
             pair = [("raw alone, cold", f"raw{i}", ["raw"]), ("raw + every method, cold", f"all{i}", methods)]
             for label, name, specs in pair if i % 2 == 0 else pair[::-1]:
-                getattr(iso_bench.runner, "_LOADED", {}).clear()  # every cold run loads the model
+                getattr(iso_bench.grid.runner, "_LOADED", {}).clear()  # every cold run loads the model
                 timed(label, config(name, specs))
         last = f"all{args.repeats - 1}"
         timed("warm, results kept", config(last, methods))

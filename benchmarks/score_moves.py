@@ -17,8 +17,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL
-from iso_bench.runner import RunConfig, run
+from iso_bench.grid.runner import RunConfig, run
+from iso_bench.mteb_plugin import DEFAULT_MODEL
+from iso_bench.results.benchmark import DEFAULT_METHODS
 
 
 def main_scores(folder: Path, model: str) -> dict[tuple[str, str, str], float]:

@@ -8,14 +8,8 @@ registry is imported, every variant of the known models is registered with it, s
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("iso-bench")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
-
 from iso_bench import _hooks
+from iso_bench._version import __version__
 
 _hooks.install()
 

@@ -53,25 +53,25 @@ def when_imported(name: str, callback: Callable[[], None]) -> None:
 
 
 def _register_models() -> None:
-    from iso_bench.mteb_plugin import register_known
+    from iso_bench.mteb_plugin import register_known  # lazily: registering waits for mteb's import
 
     register_known()
 
 
 def _register_tasks() -> None:
-    from iso_bench.mteb_plugin import register_tasks
+    from iso_bench.mteb_plugin import register_tasks  # lazily: registering waits for mteb's import
 
     register_tasks()
 
 
 def _install_result_hook() -> None:
-    from iso_bench.mteb_plugin import install_result_hook
+    from iso_bench.mteb_plugin import install_result_hook  # lazily: registering waits for mteb's import
 
     install_result_hook()
 
 
 def _register_benchmark() -> None:
-    from iso_bench.mteb_plugin import register_benchmark
+    from iso_bench.mteb_plugin import register_benchmark  # lazily: registering waits for mteb's import
 
     register_benchmark()
 

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from iso_bench.methods import MethodError, make_method
 from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def check_device(device: str | None) -> str | None:
     :class:`InputError` naming what is available. ``None`` (the default: CUDA when available) passes."""
     if device is None:
         return None
-    import torch
+    import torch  # lazily: torch takes seconds to import
 
     try:
         parsed = torch.device(device)
@@ -116,7 +117,7 @@ def set_threads(threads: int | None = None) -> int:
     """Set torch's intra-op CPU threads (``None``: :func:`default_threads`) and return the number used.
     The count is recorded in the provenance (``environment.torch_threads``) and is no part of a result's
     identity: it changes the speed, not the vectors beyond float rounding."""
-    import torch
+    import torch  # lazily: torch takes seconds to import
 
     n = default_threads() if threads is None else _threads_value(str(threads), "--threads")
     torch.set_num_threads(n)
@@ -138,7 +139,7 @@ def one_blas_thread() -> Iterator[None]:
 @functools.lru_cache(maxsize=1)
 def _blas_controller() -> Any:
     import scipy.linalg  # noqa: F401 - scipy's own BLAS is loaded before the controller lists the libraries
-    from threadpoolctl import ThreadpoolController
+    from threadpoolctl import ThreadpoolController  # lazily: only where threads are set
 
     return ThreadpoolController()
 
@@ -156,7 +157,7 @@ def output_dims(model: str, revision: str | None = None, *, trust_remote_code: b
     if hidden is not None:
         dims = {"sentence": hidden, "token": hidden}
     if pooling is None and layer is None and not Path(model).is_dir():
-        from mteb.models.model_implementations import MODEL_REGISTRY
+        from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
 
         meta = MODEL_REGISTRY.get(model)
         if meta is not None and isinstance(meta.embed_dim, int):
@@ -166,7 +167,7 @@ def output_dims(model: str, revision: str | None = None, *, trust_remote_code: b
 
 def _hidden_size(model: str, revision: str | None, trust_remote_code: bool) -> int | None:
     try:
-        from transformers import AutoConfig
+        from transformers import AutoConfig  # lazily: transformers loads torch
 
         config = AutoConfig.from_pretrained(model, revision=revision, trust_remote_code=trust_remote_code)
     except Exception as exc:  # noqa: BLE001 - not readable here: the fit checks the same specs later
@@ -182,8 +183,6 @@ def _hidden_size(model: str, revision: str | None, trust_remote_code: bool) -> i
 def check_methods(specs: Sequence[str], dims: dict[str, int], model: str) -> list[tuple[Any, str]]:
     """Build every method of ``specs`` and check it against the model's dimensions; the built
     ``(method, level)`` pairs come back. A refusal names the model and its dimension."""
-    from iso_bench.methods import MethodError, make_method
-
     made = []
     for spec in specs:
         method, level = make_method(spec)

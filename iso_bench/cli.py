@@ -1,7 +1,7 @@
 """The ``iso-bench`` command line: all of its argparse, and a thin layer that parses, calls and prints.
 
 Each sub-command is a parser plus one ``cmd_*`` function (``set_defaults(func=...)``); the work is done by
-:mod:`iso_bench.runner`, the report writers and the registries. ``iso-bench --help``, ``<command> --help``
+:mod:`iso_bench.grid.runner`, the report writers and the registries. ``iso-bench --help``, ``<command> --help``
 and ``iso-bench list`` import neither torch nor mteb: the defaults they show come from light modules.
 
 Errors: an :class:`~iso_bench.registry.IsoBenchError` (bad input: a name, a file, a parameter) is printed as
@@ -19,14 +19,32 @@ import argparse
 import contextlib
 import errno
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from iso_bench import __version__
-from iso_bench.backbone import POOLINGS
-from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL
+from iso_bench._version import __version__
+from iso_bench.checks import InputError, check_device, check_results_dir, set_threads
+from iso_bench.data.fit_corpus import outlier_corpus
+from iso_bench.files import remove_empty_folders
+from iso_bench.grid.engines import make_engine
+from iso_bench.grid.grid import run_grid
+from iso_bench.grid.plan import reproduce_command
+from iso_bench.grid.report import print_grid, print_run, print_stopped
+from iso_bench.grid.runner import RunConfig, RunStopped, run
+from iso_bench.kinds.cards import cards, suites
+from iso_bench.methods import METHODS, MethodError, make_method, method_names
+from iso_bench.mteb_plugin import DEFAULT_MODEL
+from iso_bench.numerics.outliers import analyse
 from iso_bench.registry import IsoBenchError
+from iso_bench.report import FORMATS, write_leaderboard, write_outlier_reports
+from iso_bench.results.benchmark import DEFAULT_METHODS
+from iso_bench.vectors.hf_backbone import POOLINGS
+from iso_bench.vectors.loader import load_backbone
+from iso_bench.vectors.manage import describe, parse_size, prune
+from iso_bench.vectors.store import default_cache_dir
 
 EPILOG = """examples:
   iso-bench run                                   # all-MiniLM-L6-v2, every method, the 7 MTEB STS tasks
@@ -66,8 +84,6 @@ def seconds(text: str) -> float:
 
 def device_name(text: str) -> str:
     """A device this machine has (``cpu``, ``cuda``, ``cuda:N``, ``mps``); imports torch only when given."""
-    from iso_bench.checks import InputError, check_device
-
     try:
         return check_device(text) or text
     except InputError as exc:
@@ -76,8 +92,6 @@ def device_name(text: str) -> str:
 
 def method_spec(text: str) -> str:
     """A method spec that names a registered method with valid parameters (returned unchanged)."""
-    from iso_bench.methods import MethodError, make_method
-
     try:
         make_method(text)
     except MethodError as exc:
@@ -203,8 +217,6 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
-    from iso_bench.report import FORMATS
-
     board = sub.add_parser("leaderboard", help="tables and plots (markdown, csv, latex, html) from a results folder",
                            description="Tables per model (a row per variant, a column per task, means named by "
                            "their tasks and aggregation, differences from raw, best in bold, missing as –), a "
@@ -254,9 +266,6 @@ def _add_outliers(sub: argparse._SubParsersAction) -> None:
 # ---- commands -----------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
     """Methods (from the method registry), suites and tasks (from the task cards); imports no mteb."""
-    from iso_bench.cards import cards, suites
-    from iso_bench.methods import METHODS, method_names
-
     print("methods (spec: name[-positional...][-key=value...]):")
     for name in method_names():
         cls = METHODS.get(name)
@@ -278,11 +287,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Evaluate every variant of every model on every task; print the table of main scores. 1 when some cell
     (or, in a grid, some job) failed."""
-    from iso_bench.files import remove_empty_folders
-    from iso_bench.grid.plan import reproduce_command
-    from iso_bench.grid.report import print_run, print_stopped
-    from iso_bench.runner import RunConfig, RunStopped, run
-
     cfg = RunConfig(
         model=args.model[0], revision=args.revision, methods=args.methods, tasks=args.tasks,
         results_dir=args.results, data_dir=args.data_dir, cache_dir=args.cache_dir, device=args.device,
@@ -307,44 +311,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return print_run(summary)
 
 
-def _wait_limit(given: float | None, default: float | None) -> float | None:
-    """``--worker-wait``: seconds, 0 for no limit; not given, the engine's default."""
-    if given is None:
-        return default
-    return None if given == 0 else given
-
-
-def _run_grid(args: argparse.Namespace, cfg: object) -> int:
-    """Several models, another engine or ``--dry-run``: the grid (:mod:`iso_bench.grid.grid`)."""
-    from iso_bench.grid.engines import DaskEngine, slurm_cluster
-    from iso_bench.grid.grid import run_grid
-    from iso_bench.grid.report import print_grid
-
-    engine = None
-    if not args.dry_run and args.engine == "dask":
-        on_gpu = str(args.device or "").startswith("cuda")  # a local cluster's workers share this machine's GPU
-        engine = DaskEngine(args.scheduler, workers=args.workers, gpus_per_worker=1 if on_gpu else 0,
-                            worker_wait=_wait_limit(args.worker_wait, 600))
-    elif not args.dry_run and args.engine == "slurm":
-        cluster = slurm_cluster(jobs=args.slurm_jobs, partition=args.slurm_partition, account=args.slurm_account,
-                                walltime=args.slurm_walltime, memory=args.slurm_memory, cores=args.slurm_cores,
-                                gpus=args.gpus_per_job, scheduler_host=args.scheduler_host)
-        engine = DaskEngine(cluster=cluster, worker_wait=_wait_limit(args.worker_wait, None))
-    from iso_bench.grid.plan import reproduce_command
-
+def _run_grid(args: argparse.Namespace, cfg: RunConfig) -> int:
+    """Several models, another engine or ``--dry-run``: the grid (:mod:`iso_bench.grid.grid`) on its engine."""
+    engine = None if args.dry_run else make_engine(
+        args.engine, scheduler=args.scheduler, workers=args.workers, device=args.device, worker_wait=args.worker_wait,
+        slurm={"jobs": args.slurm_jobs, "partition": args.slurm_partition, "account": args.slurm_account,
+               "walltime": args.slurm_walltime, "memory": args.slurm_memory, "cores": args.slurm_cores,
+               "gpus": args.gpus_per_job, "scheduler_host": args.scheduler_host})
     commands = {m: reproduce_command(args, m) for m in args.model}
-    try:
+    with engine or contextlib.nullcontext():
         grid = run_grid(args.model, cfg, engine=engine, dry_run=args.dry_run, commands=commands)
-    finally:
-        if engine is not None:
-            engine.close()
     return 0 if args.dry_run else print_grid(grid)
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Write the leaderboard of a results folder (to standard output without ``-o``)."""
-    from iso_bench.report import write_leaderboard
-
     written = write_leaderboard(args.results_dir, args.output, args.format, plot=not args.no_plot,
                                 accept_modified=args.accept_modified, ci=not args.no_ci)
     if isinstance(written, str):
@@ -356,11 +337,6 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_outliers(args: argparse.Namespace) -> int:
     """Outlier dimensions of every layer of a model, as markdown, JSON and a figure."""
-    from iso_bench.backbone import load_backbone
-    from iso_bench.checks import check_results_dir, set_threads
-    from iso_bench.outliers import analyse, outlier_corpus
-    from iso_bench.report import write_outlier_reports
-
     check_results_dir(args.output, "--output")
     set_threads(args.threads)
     texts, corpus = outlier_corpus(args.corpus, args.data_dir)
@@ -376,9 +352,6 @@ def cmd_outliers(args: argparse.Namespace) -> int:
 
 def cmd_cache(args: argparse.Namespace) -> int:
     """List or prune the cache folder."""
-    from iso_bench.cache import default_cache_dir
-    from iso_bench.vectors.manage import describe, parse_size, prune
-
     root = Path(args.cache_dir).expanduser() if args.cache_dir else default_cache_dir()
     if args.action == "list":
         print(describe(root))
@@ -397,13 +370,13 @@ def console(network: bool, progress: bool) -> Iterator[None]:
     """Log lines go through tqdm, so a warning never splits a progress bar. For a command that loads a
     model (``network``), the loggers of transformers and datasets (which have handlers of their own) are
     redirected as well, and ``progress=False`` also silences their download and loading bars."""
-    from tqdm.contrib.logging import logging_redirect_tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm  # lazily: only where a bar is shown
 
     loggers = [logging.getLogger()]
     if network:
-        import datasets
-        from datasets.utils import logging as datasets_logging
-        from transformers.utils import logging as transformers_logging
+        import datasets  # lazily: datasets loads pyarrow
+        from datasets.utils import logging as datasets_logging  # lazily: datasets loads pyarrow
+        from transformers.utils import logging as transformers_logging  # lazily: transformers loads torch
 
         loggers += [transformers_logging.get_logger("transformers"), datasets_logging.get_logger("datasets")]
         if not progress:
@@ -453,9 +426,6 @@ class Terminated(KeyboardInterrupt):
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM raises :class:`Terminated` in this (main) thread while the command runs; elsewhere, nothing."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

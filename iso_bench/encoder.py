@@ -1,9 +1,9 @@
 """The mteb wrapper: one post-processing variant of a base encoder, seen by mteb as its own model.
 
-A :class:`VariantEncoder` reads raw vectors from a shared :class:`~iso_bench.cache.EmbeddingStore`
+A :class:`VariantEncoder` reads raw vectors from a shared :class:`~iso_bench.vectors.store.EmbeddingStore`
 (so N variants cost one encode), fits its method once per fit corpus, and returns transformed vectors.
 It never fits on whatever batch ``encode`` receives, and it never looks a task up: it is handed a
-:class:`~iso_bench.fit_corpus.CorpusProvider` that turns the task being evaluated into its fit corpus
+:class:`~iso_bench.data.fit_corpus.CorpusProvider` that turns the task being evaluated into its fit corpus
 (``"task"``: the task's own unlabeled texts, the papers' transductive "target" setting; or a text file).
 Every fit is recorded in :attr:`VariantEncoder.fit_records` (corpus, size, SHA-256, seed), which the
 runner writes into each result file.
@@ -14,8 +14,10 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import platform
 import time
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +25,16 @@ import numpy as np
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
-from iso_bench import __version__, linalg
+from iso_bench._version import __version__
 from iso_bench.checks import one_blas_thread
+from iso_bench.data.fit_corpus import FIT_BUDGET, FIT_BUDGET_ENV, CorpusProvider, fit_budget  # noqa: F401 - named here too
 from iso_bench.files import cache_not_written, folder_checksum, texts_digest
-from iso_bench.fit_cache import FOLDER as FIT_FOLDER
-from iso_bench.fit_cache import FitFileError, fit_key, key_name, load_fit, save_fit, set_aside
-from iso_bench.fit_corpus import FIT_BUDGET, FIT_BUDGET_ENV, CorpusProvider, fit_budget  # noqa: F401 - named here too
-from iso_bench.methods import Method, MethodError, make_method
+from iso_bench.methods import Method, MethodError, canonical_spec, make_method
+from iso_bench.numerics import linalg
+from iso_bench.results.benchmark import result_record
+from iso_bench.results.instances import N_RESAMPLES, track
+from iso_bench.vectors.fit_cache import FOLDER as FIT_FOLDER
+from iso_bench.vectors.fit_cache import FitFileError, fit_key, key_name, load_fit, save_fit, set_aside
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +62,8 @@ class _Variant:
     """The part of a variant that does not depend on mteb: fit bookkeeping and transforms."""
 
     def __init__(self, store: Any, method: str, *, corpus: CorpusProvider | str = "task", seed: int = 0,
-                 data_dir: str | Path | None = None) -> None:
+                 data_dir: str | Path | None = None, n_resamples: int = N_RESAMPLES) -> None:
+        self.n_resamples = int(n_resamples)  # bootstrap resamples of each result's recorded interval
         self.base_record: dict[str, Any] = {}  # model, revision, extraction, environment, command
         self.data_sources: dict[str, Any] = {}  # task name -> data source record, where the caller knows it
         self._seen: dict[str, dict[str, Any]] = {}  # task name -> type and data, from the metadata mteb hands over
@@ -89,10 +95,7 @@ class _Variant:
         """Canonical method spec, with ``-level=...`` when the level is not the method's default. The run's
         seed is not part of it (it is part of the setup, like the fit corpus): ``cluster-pca`` under
         ``--seeds 0 1 2`` is one variant in three setups; a seed the spec itself sets stays in it."""
-        spec = make_method(self.method_spec)[0].spec
-        if self.level != type(self._prototype).default_level:
-            spec += f"-level={self.level}"
-        return spec
+        return canonical_spec(self.method_spec)
 
     def config(self) -> dict[str, Any]:
         return {"method": self.spec, "params": _jsonable(self._prototype.get_params()),
@@ -106,8 +109,6 @@ class _Variant:
     @mteb_model_meta.setter
     def mteb_model_meta(self, meta: Any) -> None:
         """mteb sets this after loading; results written for ``meta`` then carry :meth:`provenance`."""
-        from iso_bench.mteb_plugin import track
-
         self._meta = meta
         track(meta, self)
 
@@ -121,16 +122,14 @@ class _Variant:
         """The ``iso_bench`` record of this variant's result on ``task_name``: model, revision, extraction,
         method and its setup, environment, task type, data source and the fit corpus (size, SHA-256, seed)."""
         if task_name not in self._seen:
-            import mteb
+            import mteb  # lazily: mteb takes seconds to import
 
             self.note_task(mteb.get_task(task_name).metadata)
         seen = self._seen[task_name]
-        from iso_bench import instances
-        from iso_bench.benchmark import result_record
 
         fit_corpus = self.corpus.setting if type(self._prototype).fitted else None
         return {"iso_bench_version": __version__, **self.base_record, "variant": self.config(),
-                "benchmark": result_record(self.spec, fit_corpus, instances.N_RESAMPLES),
+                "benchmark": result_record(self.spec, fit_corpus, self.n_resamples),
                 "task_type": seen["type"], "data": self.data_sources.get(task_name) or seen["data"],
                 "fit": self.fit_records.get(task_name)}
 
@@ -195,7 +194,8 @@ class _Variant:
         return self._fitted[key]
 
     def _fit_key(self, corpus: Any, level: str, method: Method) -> dict[str, Any]:
-        """What the fit of ``method`` on ``corpus`` at ``level`` depends on (:func:`iso_bench.fit_cache.fit_key`)."""
+        """What the fit of ``method`` on ``corpus`` at ``level`` depends on
+        (:func:`iso_bench.vectors.fit_cache.fit_key`)."""
         folder = self.store.folder
         groups = [{"prompt_type": None if p is None else str(getattr(p, "value", p)),
                    "prompt": self.store.prompt(corpus.task_metadata, p), "texts_sha256": texts_digest(texts)}
@@ -204,7 +204,7 @@ class _Variant:
                        groups=groups, method=method, level=level)
 
     def _stored_fit(self, corpus: Any, level: str, method: Method) -> tuple[Any, Any, Any]:
-        """``(method, record, (path, key))``: the fit found in the fit cache (:mod:`iso_bench.fit_cache`) with
+        """``(method, record, (path, key))``: the fit found in the fit cache (:mod:`iso_bench.vectors.fit_cache`) with
         its record, else ``None`` for both; and where to store a new fit, ``None`` where nothing is stored (a
         memory-only store, or ``ISO_BENCH_NO_FIT_CACHE=1``). A damaged fit file is set aside."""
         if getattr(self.store, "folder", None) is None or os.environ.get("ISO_BENCH_NO_FIT_CACHE") == "1":
@@ -365,7 +365,7 @@ def _texts(inputs: Any) -> list[str]:
     DataLoaders over a dataset with a ``"text"`` column, whose batches (default collation) are that column's
     values in order: the column is read at once, not collated batch by batch (a tenth of a second per
     evaluation). Any other iterable of batches is iterated."""
-    from torch.utils.data import DataLoader, SequentialSampler
+    from torch.utils.data import DataLoader, SequentialSampler  # lazily: torch takes seconds to import
 
     dataset = getattr(inputs, "dataset", None)
     column_names = getattr(dataset, "column_names", None) or ()
@@ -386,10 +386,7 @@ def base_record(backbone: Any, command: str | None = None) -> dict[str, Any]:
 
 def describe_environment(device: str) -> dict[str, Any]:
     """Software versions and hardware of this run, for the provenance under every table."""
-    import platform
-    from importlib.metadata import version
-
-    import torch
+    import torch  # lazily: torch takes seconds to import
 
     if device.startswith("cuda"):
         hardware = torch.cuda.get_device_name(torch.device(device))

@@ -18,11 +18,14 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from iso_bench.faults import check_space, fault_point
 
 logger = logging.getLogger(__name__)
 _WARNED: set[str] = set()  # the caches this process has said it cannot write to
@@ -53,8 +56,6 @@ def remove_stale_temporaries(folder: Path, stale_after: float = 3600.0) -> list[
     machine that no longer runs (the pid in the name), or, for a name without a pid (older versions), a file
     older than ``stale_after`` seconds. A write in progress in a live process is left alone. Returns what
     was deleted."""
-    import time
-
     gone = []
     for tmp in {*Path(folder).glob(".*.tmp"), *Path(folder).glob(".tmp-*")}:
         pid = _writer_pid(tmp.name)
@@ -100,7 +101,6 @@ def replacing(path: Path, *, copy: bool = False) -> Iterator[Path]:
     part. Its name, ``.<name>-<pid>-XXXX.tmp``, matches no glob for results (``*.json``) or shards (``*.npz``),
     and tells the next run whether its writer is still alive (:func:`remove_stale_temporaries`)."""
     path = Path(path)
-    from iso_bench.faults import check_space
 
     check_space(path)  # tests: a full disk (ISO_BENCH_FULL_DISK)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path), suffix=".tmp")
@@ -126,8 +126,6 @@ def atomic_write_bytes(path: Path, data: bytes | memoryview, *, fault: str | Non
         if fault is None:
             f.write(data)
         else:
-            from iso_bench.faults import fault_point
-
             half = len(data) // 2
             f.write(data[:half])
             f.flush()

@@ -1,6 +1,6 @@
 """Where iso-bench enters mteb: its variants in mteb's model registry, its tasks in mteb's task registry, and
 the result hook through which every result of a variant is written with its provenance (and, through
-:mod:`iso_bench.instances`, its per-instance units).
+:mod:`iso_bench.results.instances`, its per-instance units).
 
 Each (base model, method) pair is a model of its own, named ``<base model id>+<method spec>``, e.g.
 ``sentence-transformers/all-MiniLM-L6-v2+whiten``. ``import iso_bench`` registers the variants of the
@@ -17,14 +17,25 @@ Example:
 
 from __future__ import annotations
 
-import weakref
+import importlib
+import sys
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from iso_bench.checks import check_methods, output_dims
+from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, CorpusProvider, read_text_file
+from iso_bench.data.fit_corpus import fit_budget as default_budget
+from iso_bench.data.sources import mirror_dir
+from iso_bench.files import texts_digest
+from iso_bench.kinds import kind_class
+from iso_bench.kinds.cards import cards
+from iso_bench.methods import make_method
 from iso_bench.registry import IsoBenchError
-from iso_bench.result_files import (  # noqa: F401 - the repairs a run makes before each variant, named here too
+from iso_bench.results.benchmark import DEFAULT_METHODS, NAME, bibtex, definition, definition_sha256
+from iso_bench.results.instances import encoder_of, install_capture, keep_units, track, tracked, write_instances  # noqa: F401 - named here too
+from iso_bench.results.result_files import (  # noqa: F401 - the repairs a run makes before each variant, named here too
     ResultsNotWritten,
     ensure_model_meta,
     result_identity,
@@ -33,6 +44,8 @@ from iso_bench.result_files import (  # noqa: F401 - the repairs a run makes bef
     sign_scores,
     write_result,
 )
+from iso_bench.vectors.loader import load_backbone
+from iso_bench.vectors.store import EmbeddingStore, default_cache_dir
 
 SEPARATOR = "+"
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -42,8 +55,6 @@ KNOWN_MODELS = (
     "google-bert/bert-base-uncased",
     "FacebookAI/roberta-base",
 )
-DEFAULT_METHODS = ("raw", "center", "clip", "abtt", "whiten", "whiten-256", "cluster-pca", "flow", "zscore", "zca",
-                   "zipfian-whiten", "softdecay")
 
 
 class VariantNameError(IsoBenchError, ValueError):
@@ -84,12 +95,6 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
     >>> setup_kwargs("whiten"), setup_kwargs("flow", seed=3), setup_kwargs("raw", layer=6)
     ({'fit_corpus': 'task'}, {'fit_corpus': 'task', 'seed': 3}, {'layer': 6})
     """
-    from iso_bench.data import mirror_dir
-    from iso_bench.files import texts_digest
-    from iso_bench.fit_corpus import FIT_BUDGET, SETTINGS, read_text_file
-    from iso_bench.fit_corpus import fit_budget as default_budget
-    from iso_bench.methods import make_method
-
     method, _ = make_method(method_spec)
     out: dict[str, Any] = {}
     if type(method).fitted:
@@ -118,12 +123,7 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
                  fit_budget: int | None = None, **_: Any) -> Any:
     """mteb loader: build the backbone, its raw-vector cache and the variant encoder. The variant's fit
     corpus provider loads the task being evaluated itself (from ``data_dir`` when it holds the data)."""
-    from iso_bench.backbone import load_backbone
-    from iso_bench.cache import EmbeddingStore, default_cache_dir
-    from iso_bench.checks import check_methods, output_dims
-    from iso_bench.encoder import VariantEncoder, base_record
-    from iso_bench.fit_corpus import CorpusProvider
-
+    from iso_bench.encoder import VariantEncoder, base_record  # lazily: the encoder imports mteb
     dims = output_dims(base_model, revision, pooling=pooling, layer=layer)
     [(_, level)] = check_methods([method], dims, base_model)  # before the model loads
     backbone = load_backbone(base_model, revision, device=device, pooling=pooling, layer=layer, batch_size=batch_size)
@@ -140,10 +140,8 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
                  experiment: dict[str, Any] | None = None, **loader_kwargs: Any) -> Any:
     """The mteb ``ModelMeta`` of one variant, derived from the base model's when mteb knows it; ``experiment``
     is its setup (:func:`setup_kwargs`; by default that of ``loader_kwargs``)."""
-    from mteb.models.model_implementations import MODEL_REGISTRY
-    from mteb.models.model_meta import ModelMeta, ScoringFunction
-
-    from iso_bench.methods import make_method
+    from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
+    from mteb.models.model_meta import ModelMeta, ScoringFunction  # lazily: mteb takes seconds to import
 
     method, _level = make_method(method_spec)
     base = MODEL_REGISTRY.get(model_id)
@@ -187,7 +185,7 @@ def register_model(model_id: str, methods: Iterable[str] = DEFAULT_METHODS, *, r
 
     A name that is already registered is kept unless ``replace`` is true.
     """
-    from mteb.models.model_implementations import MODEL_REGISTRY
+    from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
 
     names = []
     for spec in methods:
@@ -206,35 +204,17 @@ def register_known() -> None:
 
 # ---- provenance on mteb's own path ------------------------------------------------------------------
 
-_ENCODERS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-
-
-def track(meta: Any, encoder: Any) -> None:
-    """Remember which encoder a variant's ``ModelMeta`` belongs to, so that the results mteb writes for it
-    carry the encoder's provenance record (see :func:`install_result_hook`)."""
-    _ENCODERS[id(meta)] = encoder
-
-
-def tracked(model: Any) -> bool:
-    """Whether ``model`` is an iso-bench variant whose results carry iso-bench's records: an encoder that
-    :func:`track` paired with the ``ModelMeta`` it holds."""
-    meta = getattr(model, "mteb_model_meta", None)
-    return meta is not None and _ENCODERS.get(id(meta)) is model
-
-
 def install_result_hook() -> None:
     """Wrap mteb's ``ResultCache.save_to_cache`` (through which ``mteb.evaluate`` writes every result) so
     that a result of an iso-bench variant carries its ``iso_bench`` record in each score entry, with the
     digest of the entry's scores, record and identity (:func:`sign_scores`): the same provenance whether
     ``iso-bench run`` or
     ``mteb.evaluate`` wrote it. The per-instance units captured during the evaluation
-    (:func:`iso_bench.instances.install_capture`, installed here too) are written first, beside the result
-    (:func:`iso_bench.instances.write_instances`), and each entry's record names them and holds its bootstrap
+    (:func:`iso_bench.results.instances.install_capture`, installed here too) are written first, beside the result
+    (:func:`iso_bench.results.instances.write_instances`), and each entry's record names them and holds its bootstrap
     interval. A variant's files are written by :func:`write_result`, each one whole or not at all; the
     results of other models go through mteb's own code unchanged. Idempotent."""
-    from mteb.cache import ResultCache
-
-    from iso_bench.instances import install_capture, write_instances
+    from mteb.cache import ResultCache  # lazily: mteb takes seconds to import
 
     install_capture()
     original = ResultCache.save_to_cache
@@ -243,8 +223,8 @@ def install_result_hook() -> None:
 
     def save_to_cache(self: Any, task_result: Any, model_name: Any, model_revision: str | None = None,
                       **kwargs: Any) -> None:
-        encoder = _ENCODERS.get(id(model_name))
-        if encoder is None or getattr(encoder, "mteb_model_meta", None) is not model_name:
+        encoder = encoder_of(model_name)
+        if encoder is None:
             return original(self, task_result, model_name, model_revision, **kwargs)
         record = encoder.provenance(task_result.task_name)
         try:
@@ -269,7 +249,7 @@ def install_result_hook() -> None:
 
 def task_metadata(card: Any) -> Any:
     """mteb's ``TaskMetadata`` of an iso-bench task card, with the fields every such task shares filled in."""
-    from mteb.abstasks.task_metadata import TaskMetadata
+    from mteb.abstasks.task_metadata import TaskMetadata  # lazily: mteb takes seconds to import
 
     meta = dict(card.metadata)
     version = meta.pop("version", None) or (card.source.version if card.source else "1")
@@ -301,8 +281,6 @@ _TASK_CLASSES: dict[str, type] = {}
 def task_class(card: Any) -> type:
     """The mteb task class of a card: its kind's evaluator, mixed into mteb's ``AbsTask`` (built once)."""
     if card.name not in _TASK_CLASSES:
-        from iso_bench.kinds import kind_class
-
         kind = kind_class(card)
         name = "".join(ch for ch in card.name.title() if ch.isalnum())
         _TASK_CLASSES[card.name] = type(name, (kind, _adapter()), {
@@ -317,11 +295,11 @@ _ADAPTER: list[type] = []
 def _adapter() -> type:
     """The part of every iso-bench task that speaks mteb's ``AbsTask`` (created on first use)."""
     if not _ADAPTER:
-        from mteb.abstasks.abstask import AbsTask
+        from mteb.abstasks.abstask import AbsTask  # lazily: mteb takes seconds to import
 
         class IsoTask(AbsTask):
             """An iso-bench task: ``evaluate`` scores the model with the kind's ``score`` on the whole task and
-            keeps the per-instance units the kind left (:func:`iso_bench.instances.keep_units`)."""
+            keeps the per-instance units the kind left (:func:`iso_bench.results.instances.keep_units`)."""
 
             def __init__(self, data_dir: str | Any | None = None, **kwargs: Any) -> None:
                 super().__init__(**kwargs)
@@ -329,8 +307,6 @@ def _adapter() -> type:
 
             def evaluate(self, model: Any, split: str = "test", subsets_to_run: list[str] | None = None, *,
                          encode_kwargs: Any = None, **kwargs: Any) -> dict[str, dict[str, Any]]:
-                from iso_bench.instances import keep_units
-
                 self.load_data()
                 self.last_units = None  # what this score call leaves (see iso_bench.kinds.base.Kind)
                 scores = self.score(model, split, encode_kwargs or {})
@@ -351,9 +327,6 @@ def _adapter() -> type:
 def register_tasks() -> None:
     """Add every iso-bench task card (of a kind other than ``mteb``) to mteb's task registry, so that
     ``mteb.get_task("WiC")`` and mteb's result tools know them."""
-    import sys
-
-    from iso_bench.cards import cards
 
     module = sys.modules["mteb.get_tasks"]
     for card in cards():
@@ -367,12 +340,8 @@ def register_tasks() -> None:
 def register_benchmark() -> None:
     """Add ``iso-bench v1`` to mteb's benchmarks (``mteb.get_benchmark``); called once mteb's benchmark
     module is imported. Its tasks are mteb's and iso-bench's task objects, in card order."""
-    import importlib
-
-    import mteb
-    import mteb.benchmarks.benchmarks as module
-
-    from iso_bench.benchmark import NAME, bibtex, definition, definition_sha256
+    import mteb  # lazily: mteb takes seconds to import
+    import mteb.benchmarks.benchmarks as module  # lazily: mteb takes seconds to import
 
     if isinstance(getattr(module, "ISO_BENCH_V1", None), mteb.Benchmark):
         return

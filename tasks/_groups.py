@@ -1,6 +1,6 @@
 """The leaderboard groups the cards share (a group is declared once and referenced by its cards)."""
 
-from iso_bench.cards import Group
+from iso_bench.kinds.cards import Group
 
 MTEB_STS = Group("mteb-sts", "MTEB STS", "cosine Spearman", order=10, mean="MTEB-STS")
 PAPER_STS = Group("paper-sts", "paper STS (SentEval)", "wmean Spearman", order=20, mean="paper-STS")

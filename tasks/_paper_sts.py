@@ -2,8 +2,8 @@
 
 from iso_bench.tasks._groups import PAPER_STS
 
-from iso_bench.cards import TaskCard
 from iso_bench.data import RawSource
+from iso_bench.kinds.cards import TaskCard
 
 SENTEVAL = RawSource(path="senteval/downstream", archive_dir="senteval", version="senteval",
                      url="https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar")

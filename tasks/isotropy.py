@@ -2,7 +2,7 @@
 
 from iso_bench.tasks._groups import ISOTROPY
 
-from iso_bench.cards import TaskCard
+from iso_bench.kinds.cards import TaskCard
 
 CARD = TaskCard(
     name="Isotropy-STSB",

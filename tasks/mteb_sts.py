@@ -4,7 +4,7 @@ knows them without importing mteb. Sizes are the test pairs of mteb's descriptiv
 
 from iso_bench.tasks._groups import MTEB_STS
 
-from iso_bench.cards import TaskCard
+from iso_bench.kinds.cards import TaskCard
 
 _SIZES = {"STS12": 3108, "STS13": 1500, "STS14": 3750, "STS15": 3000, "STS16": 1186, "STSBenchmark": 1379,
           "SICK-R": 9927}

@@ -2,8 +2,8 @@
 
 from iso_bench.tasks._groups import WORD
 
-from iso_bench.cards import TaskCard
 from iso_bench.data import RawSource
+from iso_bench.kinds.cards import TaskCard
 
 CARD = TaskCard(
     name="WSD-ALL",

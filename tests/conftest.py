@@ -76,7 +76,7 @@ def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_backbone(tiny_bert_dir: Path):
-    from iso_bench.backbone import Backbone, Extraction
+    from iso_bench.vectors.hf_backbone import Backbone, Extraction
 
     return Backbone(str(tiny_bert_dir), device="cpu", extraction=Extraction(pooling="mean"))
 
@@ -84,7 +84,8 @@ def tiny_backbone(tiny_bert_dir: Path):
 @pytest.fixture(scope="session")
 def minilm_backbone():
     """The real all-MiniLM-L6-v2 (laid into the HF cache by offline-models.sh), at mteb's pinned revision."""
-    from iso_bench.backbone import Backbone, BackboneError
+    from iso_bench.vectors.base import BackboneError
+    from iso_bench.vectors.hf_backbone import Backbone
 
     try:
         return Backbone(MINILM, "8b3219a92973c328a8e22fadcfa821b5dc75636a", device="cpu")
@@ -140,8 +141,8 @@ class KeywordBackbone:
 @pytest.fixture
 def keyword_variant():
     """``keyword_variant(vocab, method="raw")``: an iso-bench variant over a :class:`KeywordBackbone`."""
-    from iso_bench.cache import EmbeddingStore
     from iso_bench.encoder import VariantEncoder
+    from iso_bench.vectors.store import EmbeddingStore
 
     def make(vocab: list[str], method: str = "raw") -> VariantEncoder:
         store = EmbeddingStore(KeywordBackbone(vocab), None, kinds=("sentence", "tokens"), progress=False)

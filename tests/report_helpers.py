@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench import stats
-from iso_bench.result_files import DIGEST, SCORES_DIGEST, identity, result_digest, scores_digest
+from iso_bench.numerics import stats
+from iso_bench.results.result_files import DIGEST, SCORES_DIGEST, identity, result_digest, scores_digest
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 ENV = {"device": "cuda", "hardware": "NVIDIA H100", "python": "3.11.7", "torch": "2.13.0", "transformers": "5.23.0",
@@ -163,7 +163,8 @@ def write_units(path: Path, units: np.ndarray, statistic: str = "spearman", *, s
                 n_resamples: int = 1000, seed: int = 0, interval: bool = True, key: str = "test/default") -> Path:
     """``<Task>.instances.npz`` beside the result file ``path`` (np.savez, one group ``key``) and, in the record of
     its entry, ``instances`` (file, sha256 of its bytes, key, statistic, n_units) and, unless ``interval`` is
-    false, the ``interval`` :func:`iso_bench.stats.confidence_interval` gives with ``n_resamples`` and ``seed``."""
+    false, the ``interval`` :func:`iso_bench.numerics.stats.confidence_interval` gives with ``n_resamples`` and
+    ``seed``."""
     npz = path.with_name(path.name.removesuffix(".json") + ".instances.npz")
     arrays = {f"{key}/units": np.asarray(units, dtype=np.float64), f"{key}/statistic": np.array(statistic),
               f"{key}/main_score": np.array(main_of(units, statistic, strata))}

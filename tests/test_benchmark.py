@@ -7,7 +7,7 @@ import subprocess
 import sys
 import types
 
-from iso_bench.benchmark import NAME, bibtex, definition, definition_sha256, result_record
+from iso_bench.results.benchmark import NAME, bibtex, definition, definition_sha256, result_record
 
 
 def test_importing_iso_bench_loads_no_mteb_and_mteb_then_knows_the_benchmark() -> None:
@@ -15,7 +15,7 @@ def test_importing_iso_bench_loads_no_mteb_and_mteb_then_knows_the_benchmark() -
             f"b = mteb.get_benchmark({NAME!r}); print(' '.join(t.metadata.name for t in b.tasks)); "
             "print(b.citation.splitlines()[0])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
-    from iso_bench.cards import suites
+    from iso_bench.kinds.cards import suites
 
     assert out[0].split() == list(suites()["all"])  # the all suite, in card order
     assert out[1] == "@software{isobench2026,"
@@ -25,7 +25,7 @@ def test_mteb_finds_the_benchmark_when_its_registry_was_built_before_iso_bench_w
     code = ("import mteb; mteb.get_benchmark('MTEB(eng, v2)'); import iso_bench; "
             f"print(len(mteb.get_benchmark({NAME!r}).tasks))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    from iso_bench.cards import suites
+    from iso_bench.kinds.cards import suites
 
     assert int(out.split()[-1]) == len(suites()["all"])
 

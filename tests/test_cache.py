@@ -7,9 +7,9 @@ import hashlib
 import numpy as np
 import pytest
 
-import iso_bench.cache as cache_mod
-from iso_bench.cache import CacheCorruptError, EmbeddingStore, read_shard, text_key, write_shard
+import iso_bench.vectors.store as cache_mod
 from iso_bench.vectors.shards import locate
+from iso_bench.vectors.store import CacheCorruptError, EmbeddingStore, read_shard, text_key, write_shard
 
 
 class CountingBackbone:

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iso_bench import cache
-from iso_bench.cache import LOCK_NAME, EmbeddingStore, read_shard, text_key, write_shard
+from iso_bench.vectors import store as cache
+from iso_bench.vectors.store import LOCK_NAME, EmbeddingStore, read_shard, text_key, write_shard
 
 TEXTS = [f"text number {i}" for i in range(200)]
 FLUSH = 20  # 10 chunks for the 200 texts

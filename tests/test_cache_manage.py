@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iso_bench import cache
-from iso_bench.cache import LOCK_NAME, EmbeddingStore
 from iso_bench.cli import main
 from iso_bench.vectors import encoding
+from iso_bench.vectors import store as cache
 from iso_bench.vectors.index import ShardIndex
 from iso_bench.vectors.manage import CacheError, namespaces, parse_size, prune
+from iso_bench.vectors.store import LOCK_NAME, EmbeddingStore
 
 
 class Backbone:

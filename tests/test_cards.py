@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from iso_bench.cards import CARDS, Group, TaskCard, cards, expand_tasks, suites
 from iso_bench.kinds import Kind, kind_class
+from iso_bench.kinds.cards import CARDS, Group, TaskCard, cards, expand_tasks, suites
 
 ALL = [c.name for c in cards()]
 
@@ -65,7 +65,7 @@ def test_suites_expand_in_card_order_without_repeats() -> None:
 
 
 def test_a_card_without_a_kind_module_is_named(tmp_path: Path) -> None:
-    from iso_bench.cards import CardError
+    from iso_bench.kinds.cards import CardError
 
     card = TaskCard(name="Nope", kind="no_such_kind", suite="x", group=Group("x", "x", "x"), module="tests")
     with pytest.raises(CardError, match="no module iso_bench.kinds.no_such_kind"):
@@ -76,7 +76,7 @@ TOY_KIND = '''
 """A toy kind: the share of pairs whose two sentence vectors point the same way."""
 import numpy as np
 from iso_bench.kinds.base import Kind, sentence_vectors
-from iso_bench.linalg import paired_cosine
+from iso_bench.numerics.linalg import paired_cosine
 
 
 class ToyKind(Kind):
@@ -99,8 +99,8 @@ KIND = ToyKind
 '''
 
 TOY_CARD = '''
-from iso_bench.cards import Group, TaskCard
-from iso_bench.data import RawSource
+from iso_bench.kinds.cards import Group, TaskCard
+from iso_bench.data.sources import RawSource
 
 CARD = TaskCard(
     name="Toy-Pairs", kind="toyplug.toy_kind", suite="toys", label="toy pairs (label)",
@@ -113,9 +113,9 @@ CARD = TaskCard(
 
 TOY_RUN = '''
 import json, sys
-from iso_bench.cards import suites
+from iso_bench.kinds.cards import suites
 from iso_bench.cli import main
-from iso_bench.runner import RunConfig, run
+from iso_bench.grid.runner import RunConfig, run
 
 main(["list"])
 print("SUITE", json.dumps(suites()["toys"]))

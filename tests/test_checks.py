@@ -65,7 +65,7 @@ def test_a_writable_results_folder_is_created_and_left_empty(tmp_path: Path) -> 
 
 def test_run_refuses_a_results_file_before_loading_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    import iso_bench.runner as runner
+    import iso_bench.grid.runner as runner
 
     def no_model(cfg):  # pragma: no cover - reached only when the check is missing
         raise AssertionError("the model was loaded before the results folder was checked")
@@ -161,7 +161,7 @@ def test_valid_specs_pass_and_come_back_built(minilm_dims: dict[str, int]) -> No
 
 def test_run_refuses_a_bad_spec_before_the_model_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        minilm_dims: dict[str, int]) -> None:
-    import iso_bench.runner as runner
+    import iso_bench.grid.runner as runner
 
     def no_model(cfg):  # pragma: no cover - reached only when the check is missing
         raise AssertionError("the model was loaded before the method specs were checked")
@@ -176,7 +176,7 @@ def test_run_refuses_a_bad_spec_before_the_model_loads(tmp_path: Path, monkeypat
 
 def test_the_mteb_loader_refuses_a_bad_spec_before_the_model_loads(monkeypatch: pytest.MonkeyPatch,
                                                                    minilm_dims: dict[str, int]) -> None:
-    import iso_bench.backbone as backbone
+    import iso_bench.mteb_plugin as backbone
     from iso_bench.mteb_plugin import load_variant
 
     monkeypatch.setattr(backbone, "load_backbone", lambda *a, **k: pytest.fail("the model was loaded"))

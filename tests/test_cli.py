@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from iso_bench.backbone import POOLINGS
 from iso_bench.cli import main
 from iso_bench.registry import IsoBenchError
+from iso_bench.vectors.hf_backbone import POOLINGS
 
 OPTIONS = {
     "run": ["--model", "--revision", "--methods", "--tasks", "--results", "--data-dir", "--cache-dir", "--device",
@@ -53,7 +53,7 @@ def test_pooling_choices_are_the_backbones(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_list_names_every_method_and_every_carded_task(capsys: pytest.CaptureFixture[str]) -> None:
-    from iso_bench.cards import cards, suites
+    from iso_bench.kinds.cards import cards, suites
     from iso_bench.methods import method_names
 
     assert main(["list"]) == 0

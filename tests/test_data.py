@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from iso_bench.data import DataNotFoundError, mirror_dir, resolve_source, use_source
+from iso_bench.data.sources import DataNotFoundError, mirror_dir, resolve_source, use_source
 
 
 class FakeTask:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from iso_bench.data import DataFormatError, DataNotFoundError, use_source
-from iso_bench.mirror_check import STS_ROWS, RowSpec, check_mirror, check_parquet, row_spec
+from iso_bench.data.mirror_check import STS_ROWS, DataFormatError, RowSpec, check_mirror, check_parquet, row_spec
+from iso_bench.data.sources import DataNotFoundError, use_source
 
 from .conftest import SHARED_DATA, _missing
 
@@ -162,7 +162,7 @@ def test_parquet_files_must_open_and_fill_the_fields(tmp_path: Path) -> None:
 
 
 def test_a_folder_that_passed_is_not_read_again(tmp_path: Path, sts_rows: list[dict], monkeypatch) -> None:
-    from iso_bench import mirror_check
+    from iso_bench.data import mirror_check
 
     path = write_mirror(tmp_path, [json.dumps(r) for r in sts_rows])
     reads: list[Path] = []

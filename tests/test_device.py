@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-import iso_bench.linalg as linalg
+import iso_bench.numerics.linalg as linalg
 from iso_bench.methods import make_method
 
 LINEAR = ["whiten", "whiten-5", "zca", "abtt", "softdecay", "zipfian-whiten", "zipfian-whiten-weights=uniform"]
@@ -93,8 +93,8 @@ def test_reversed_and_transposed_views_cross_as_their_values(torch_products) -> 
 
 
 def test_a_variant_on_a_gpu_model_fits_its_method_for_that_device(tmp_path) -> None:
-    from iso_bench.cache import EmbeddingStore
     from iso_bench.encoder import VariantEncoder
+    from iso_bench.vectors.store import EmbeddingStore
     from tests.conftest import KeywordBackbone
 
     texts = [f"cat dog {w} t{i}" for i, w in enumerate(["bank", "river", "money", "piano"] * 10)]
@@ -108,8 +108,8 @@ def test_a_variant_on_a_gpu_model_fits_its_method_for_that_device(tmp_path) -> N
 
 
 def test_a_fit_computed_on_a_gpu_says_so_in_its_record(tmp_path, torch_products) -> None:
-    from iso_bench.cache import EmbeddingStore
     from iso_bench.encoder import VariantEncoder
+    from iso_bench.vectors.store import EmbeddingStore
     from tests.conftest import KeywordBackbone
 
     texts = [f"cat dog {w} t{i}" for i, w in enumerate(["bank", "river", "money", "piano"] * 10)]

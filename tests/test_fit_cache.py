@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iso_bench.fit_cache import FitFileError, load_fit, save_fit
 from iso_bench.methods import make_method
+from iso_bench.vectors.fit_cache import FitFileError, load_fit, save_fit
 from tests.conftest import KeywordBackbone
 
 VOCAB = ["cat", "dog", "bird", "fish", "mat", "tree", "sun", "car"]
@@ -64,8 +64,8 @@ def corpus_file(tmp_path: Path) -> Path:
 
 
 def _variant(cache: Path, spec: str, corpus: Path, seed: int = 0):
-    from iso_bench.cache import EmbeddingStore
     from iso_bench.encoder import VariantEncoder
+    from iso_bench.vectors.store import EmbeddingStore
 
     store = EmbeddingStore(KeywordBackbone(VOCAB), cache, kinds=("sentence", "tokens"), progress=False)
     return VariantEncoder(store, spec, corpus=str(corpus), seed=seed)
@@ -98,7 +98,7 @@ def test_a_damaged_fit_file_is_set_aside_and_the_method_fitted_again(tmp_path: P
     expected = _variant(tmp_path / "cache", "whiten", corpus_file).vectors(texts, None)
     (stored,) = (tmp_path / "cache").glob("*/*/*/fits/*.npz")
     stored.write_bytes(stored.read_bytes()[:100])
-    with caplog.at_level(logging.WARNING, logger="iso_bench.fit_cache"):
+    with caplog.at_level(logging.WARNING, logger="iso_bench.vectors.fit_cache"):
         variant = _variant(tmp_path / "cache", "whiten", corpus_file)
         assert np.array_equal(variant.vectors(texts, None), expected)
     assert variant.fits_run == 1 and "damaged fit file set aside" in caplog.text

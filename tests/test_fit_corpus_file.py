@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from iso_bench.data.fit_corpus import FitCorpus, FitCorpusError, read_text_file
 from iso_bench.encoder import VariantEncoder
-from iso_bench.fit_corpus import FitCorpus, FitCorpusError, read_text_file
 
 # every character str.splitlines breaks at besides \n and \r
 BREAKS = ["\u2028", "\u2029", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85"]

@@ -6,7 +6,7 @@ the mirrored data, put into mteb's task objects in memory (so no datasets cache 
 SciFact slice (8 queries, their relevant abstracts and 60 others); and the papers' STS13 on a copy of its first
 20 lines per subset. For each, the units file must be the one the record names (SHA-256), the main score
 recomputed from the stored units by an independent formula (scipy, sklearn, numpy) must equal mteb's to 1e-9,
-and the recorded interval must be what ``iso_bench.stats`` gives on those units with the recorded resample
+and the recorded interval must be what ``iso_bench.numerics.stats`` gives on those units with the recorded resample
 count and seed: exactly in memory, and as mteb rounds it (6 decimals) in the file.
 
 A keyword encoder (tracked as a variant here) covers the cases without a model: ``max_accuracy``, a main score
@@ -28,9 +28,9 @@ datasets = pytest.importorskip("datasets")
 mteb = pytest.importorskip("mteb")
 
 import iso_bench  # noqa: E402, F401 - registers the variants and the result hook
-from iso_bench import instances  # noqa: E402
-from iso_bench.instances import InstancesError, load_units  # noqa: E402
-from iso_bench.stats import confidence_interval  # noqa: E402
+from iso_bench.numerics.stats import confidence_interval  # noqa: E402
+from iso_bench.results import instances  # noqa: E402
+from iso_bench.results.instances import InstancesError, load_units  # noqa: E402
 from tests.conftest import MINILM, SHARED_DATA, _missing, loaded_task  # noqa: E402
 
 HUB = SHARED_DATA / "hub" / "mteb"
@@ -190,7 +190,7 @@ def _paper_sts_folder(root: Path, n: int = 20) -> None:
 def test_paper_sts_keeps_pairs_stratified_by_subset(minilm, tmp_path) -> None:
     from scipy.stats import spearmanr
 
-    from iso_bench.cards import card_of
+    from iso_bench.kinds.cards import card_of
     from iso_bench.mteb_plugin import task_class
 
     _paper_sts_folder(tmp_path / "data")
@@ -255,7 +255,7 @@ def test_max_accuracy_goes_through_the_named_function(tracked, tmp_path) -> None
 
 
 def test_other_models_keep_nothing_and_get_the_same_scores(tracked, tmp_path) -> None:
-    from iso_bench.mteb_plugin import _ENCODERS
+    from iso_bench.results.instances import _ENCODERS
 
     _, kept, _ = _run(tracked(), _pairs_task("max_ap"), tmp_path / "tracked")
     plain = tracked()
@@ -285,7 +285,7 @@ def test_a_main_score_without_units_and_a_type_without_units_say_why(tracked, tm
 
 def test_units_that_do_not_give_the_main_score_are_not_kept(tracked, tmp_path, monkeypatch, caplog) -> None:
     monkeypatch.setattr(instances.Units, "main_value", lambda self: 0.5)
-    with caplog.at_level(logging.WARNING, logger="iso_bench.instances"):
+    with caplog.at_level(logging.WARNING, logger="iso_bench.results.instances"):
         path, entry, on_disk = _run(tracked(), _pairs_task("max_ap"), tmp_path)
     reason = on_disk["iso_bench"]["instances"]["reason"]
     assert "differs from the result's" in reason and repr(entry["main_score"]) in reason and "differs" in caplog.text
@@ -338,7 +338,7 @@ def test_a_result_completed_later_carries_the_earlier_subsets_units(tracked, tmp
 
 
 def test_wic_units_are_each_test_pairs_correctness(tmp_path, keyword_variant) -> None:
-    from iso_bench.cards import card_of
+    from iso_bench.kinds.cards import card_of
     from iso_bench.mteb_plugin import task_class
     from tests.test_kinds import wic_folder
 

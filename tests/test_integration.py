@@ -67,13 +67,12 @@ def test_results_are_readable_by_mteb_and_carry_provenance(cli_run) -> None:
 
 
 def test_a_rerun_with_every_result_present_loads_no_model(cli_run, capsys, monkeypatch) -> None:
-    import iso_bench.backbone
-    import iso_bench.runner
+    import iso_bench.grid.runner
     from iso_bench.cli import main
 
     _, _, args = cli_run
-    monkeypatch.setattr(iso_bench.runner, "_LOADED", {})
-    monkeypatch.setattr(iso_bench.backbone, "load_backbone", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(iso_bench.grid.runner, "_LOADED", {})
+    monkeypatch.setattr(iso_bench.grid.runner, "load_backbone", lambda *a, **k: pytest.fail("the model was loaded"))
     assert main(args) == 0
     assert "raw vectors: 0 texts encoded, 0 reused from the cache; fits: 0 run, 0 loaded" in capsys.readouterr().out
 
@@ -95,7 +94,7 @@ def test_mteb_get_model_gives_the_runner_number(cli_run, hub_mirror) -> None:
     import mteb
 
     import iso_bench  # noqa: F401 - registers the variants
-    from iso_bench.data import get_task
+    from iso_bench.data.sources import get_task
     from iso_bench.encoder import VariantEncoder
 
     results, cache, _ = cli_run
@@ -120,7 +119,7 @@ def test_isotropy_task_measures_the_variant(cli_run) -> None:
 
 def test_raw_reproduces_mtebs_published_sts_scores(cli_run, hub_mirror) -> None:
     """The issue's acceptance check: the raw variant is within 0.5 points of MTEB's official scores."""
-    from iso_bench.runner import RunConfig, run
+    from iso_bench.grid.runner import RunConfig, run
 
     results, cache, _ = cli_run
     summary = run(RunConfig(methods=["raw"], tasks=["mteb-sts"], results_dir=results, cache_dir=cache,

@@ -19,7 +19,7 @@ import pytest
 
 from iso_bench.cli import main
 from iso_bench.report import LeaderboardError, read_results, write_leaderboard
-from iso_bench.result_files import (
+from iso_bench.results.result_files import (
     DIGEST,
     check_entry,
     ensure_model_meta,
@@ -39,9 +39,9 @@ PAIRS = [("cat sat", "cat mat", 4.0), ("dog sat mat", "dog", 3.0), ("bank river"
 
 def make_variant():
     """``test/keywords+raw``: a variant over a keyword-count backbone, with its ModelMeta (setup ``data=mirror``)."""
-    from iso_bench.cache import EmbeddingStore
     from iso_bench.encoder import VariantEncoder
     from iso_bench.mteb_plugin import install_result_hook, variant_meta
+    from iso_bench.vectors.store import EmbeddingStore
 
     install_result_hook()
     variant = VariantEncoder(EmbeddingStore(KeywordBackbone(VOCAB), None, kinds=("sentence",), progress=False), "raw")
@@ -123,7 +123,7 @@ def test_minilm_raw_on_the_mirror_round_trips(tmp_path: Path, minilm_backbone, v
     import mteb
 
     import iso_bench  # noqa: F401 - registers the variants
-    from iso_bench.data import get_task
+    from iso_bench.data.sources import get_task
 
     model = mteb.get_model(f"{MINILM}+raw", cache_dir=str(vector_cache), data_dir=str(SHARED_DATA))
     mteb.evaluate(model, get_task("STSBenchmark", SHARED_DATA), cache=mteb.ResultCache(tmp_path),

@@ -7,7 +7,15 @@ import itertools
 import numpy as np
 import pytest
 
-from iso_bench.isotropy import MEASURES, average_cosine, effective_rank, isoscore, isoscore_star, iw, pc1_variance_ratio
+from iso_bench.numerics.isotropy import (
+    MEASURES,
+    average_cosine,
+    effective_rank,
+    isoscore,
+    isoscore_star,
+    iw,
+    pc1_variance_ratio,
+)
 
 
 @pytest.fixture(scope="module")

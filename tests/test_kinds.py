@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import iso_bench  # noqa: F401 - registers the tasks with mteb
-from iso_bench.cards import card_of
-from iso_bench.data import DataNotFoundError
+from iso_bench.data.sources import DataNotFoundError
+from iso_bench.kinds.cards import card_of
 from iso_bench.mteb_plugin import task_class
 
 
@@ -120,7 +120,7 @@ def test_isotropy_task_on_a_keyword_encoder(keyword_variant, monkeypatch) -> Non
     model.corpus.add_tasks([task])  # the fit corpus "task" is this task's texts (as the runner hands them over)
     scores = task.evaluate(model, "test")["default"]
     X = np.array([[1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0], [0, 1, 0, 1]], float)
-    from iso_bench.isotropy import average_cosine, iw
+    from iso_bench.numerics.isotropy import average_cosine, iw
 
     Xc = X - X.mean(0)
     assert scores["sentence_iw"] == pytest.approx(iw(Xc)) and scores["main_score"] == scores["sentence_iw"]

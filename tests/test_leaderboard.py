@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from iso_bench.benchmark import definition_sha256
 from iso_bench.registry import IsoBenchError
 from iso_bench.report import (
     FORMATS,
@@ -31,6 +30,7 @@ from iso_bench.report import (
 )
 from iso_bench.report.board import place
 from iso_bench.report.tables import format_delta
+from iso_bench.results.benchmark import definition_sha256
 from tests.report_helpers import CMD_A, CMD_W, REV, small_case, write_result
 
 PROVENANCE_STS = """\
@@ -62,9 +62,9 @@ Provenance:
 
 # the line under the title: this iso-bench's benchmark, what the 7 hand-written results record (none), how to cite
 BENCHMARK_LINE = (f"Benchmark: iso-bench v1, definition SHA-256 {definition_sha256()} (its tasks, main scores, fit "
-                  "protocol and method defaults: `iso_bench.benchmark.definition()`). Result files by the benchmark "
-                  "they record: none recorded: 7. Cite as `isobench2026` (CITATION.cff at the repository root), with "
-                  "the definition's SHA-256.")
+                  "protocol and method defaults: `iso_bench.results.benchmark.definition()`). Result files by the "
+                  "benchmark they record: none recorded: 7. Cite as `isobench2026` (CITATION.cff at the repository "
+                  "root), with the definition's SHA-256.")
 
 EXPECTED_MARKDOWN = """\
 # iso-bench leaderboard

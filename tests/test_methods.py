@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import pickle
 import warnings
 
 import numpy as np
 import pytest
 
-from iso_bench.methods import METHODS, Method, MethodError, NotFittedError, make_method, parse_spec
+from iso_bench.methods import METHODS, MethodError, make_method, parse_spec
 from iso_bench.methods.abtt import Abtt
+from iso_bench.methods.center import Center
 from iso_bench.methods.clip import Clip
 from iso_bench.methods.cluster_pca import ClusterPCA
+from iso_bench.methods.contract import Check, D, N, anisotropic, check_method, method_checks
 from iso_bench.methods.flow import Flow
 from iso_bench.methods.whiten import Whiten
 
-N, D = 1000, 32
-"""Enough vectors for every method's defaults: cluster-pca's 27 clusters need 13 members each (12 directions
-plus one), and the smallest of the 27 k-means clusters of ``anisotropic()`` has 23 at this size."""
-
-
-def anisotropic(n: int = N, d: int = D, seed: int = 0) -> np.ndarray:
-    """Correlated, offset vectors with one outlier dimension: something for every method to do."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) * 0.3 + rng.normal(size=d)
-    X[:, 5] -= 8.0
-    return X
+ALL = sorted(METHODS)
 
 
 @pytest.fixture(scope="module")
@@ -33,68 +24,34 @@ def X() -> np.ndarray:
     return anisotropic()
 
 
-# ---- the contract, over every registered method ------------------------------------------------
-ALL = sorted(METHODS)
-
-
+# ---- the contract (iso_bench.methods.contract), over every registered method ----------------------------
+@pytest.mark.parametrize("check", [c for _, c in method_checks()], ids=[n for n, _ in method_checks()])
 @pytest.mark.parametrize("name", ALL)
-def test_contract(name: str, X: np.ndarray) -> None:
-    cls = METHODS.get(name)
-    method = cls()
-    assert isinstance(method, Method) and method.name == name and method.spec == name
-    if cls.fitted:
-        assert not method.is_fitted()
-        with pytest.raises(NotFittedError, match=name):
-            method.transform(X)
-    assert method.fit(X) is method
-    assert method.is_fitted() and method.dim_ == D
-    first = method.transform(X)
-    assert first.dtype == np.float64 and first.ndim == 2 and first.shape[0] == N
-    assert np.isfinite(first).all()
-    # new vectors of the fitted dimension keep the output width; a wrong dimension is refused
-    other = method.transform(anisotropic(n=7, seed=1))
-    assert other.shape == (7, first.shape[1])
-    with pytest.raises(MethodError, match="fitted on 32-d"):
-        method.transform(X[:, :-1])
-    # fitting again on the same data is idempotent; a fresh instance (same seed) agrees exactly
-    np.testing.assert_array_equal(method.fit(X).transform(X), first)
-    np.testing.assert_array_equal(cls().fit(X).transform(X), first)
-    # the input is not modified in place
-    np.testing.assert_array_equal(X, anisotropic())
-    # a fitted method pickles (the cache may store it) and transforms identically afterwards
-    np.testing.assert_array_equal(pickle.loads(pickle.dumps(method)).transform(X), first)
+def test_contract(name: str, check: Check, X: np.ndarray) -> None:
+    check(METHODS.get(name), X)
 
 
-@pytest.mark.parametrize("name", ALL)
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_contract_transform_means_pools_the_transform_segment_by_segment(name: str, dtype: type, X: np.ndarray) -> None:
-    method = METHODS.get(name)().fit(X)
-    Xd = X.astype(dtype)
-    starts = np.array([0, 3, 4, 50, 51, N - 1])  # segments of 3, 1, 46, 1, N - 52 and 1 rows
-    Z = method.transform(Xd)
-    bounds = [*starts, N]
-    expected = np.stack([Z[a:b].mean(axis=0) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
-    pooled = method.transform_means(Xd, starts)
-    assert pooled.dtype == Z.dtype
-    np.testing.assert_array_equal(pooled, expected)  # the same arithmetic, not only close
+def test_check_method_fails_a_method_that_breaks_the_contract(X: np.ndarray) -> None:
+    """The contract can fail: a method whose transform changes its input in place, or that is not
+    deterministic, is caught, naming the method."""
 
+    class Drifting(Center):
+        name = "drifting"
 
-@pytest.mark.parametrize("name", ALL)
-def test_contract_nan_input(name: str, X: np.ndarray) -> None:
-    bad = X.copy()
-    bad[3, 4] = np.nan
-    with pytest.raises(MethodError, match="NaN"):
-        METHODS.get(name)().fit(bad)
-    with pytest.raises(MethodError, match="NaN"):
-        METHODS.get(name)().fit(X).transform(bad)
+        def transform(self, X: np.ndarray) -> np.ndarray:
+            return super().transform(X) + np.random.default_rng().normal(size=X.shape)
 
+    with pytest.raises(AssertionError):
+        check_method(Drifting, X)
 
-@pytest.mark.parametrize("name", ALL)
-def test_contract_spec_round_trip(name: str) -> None:
-    method = METHODS.get(name)()
-    again, level = make_method(method.spec)
-    assert type(again) is type(method) and again.get_params() == method.get_params()
-    assert level == method.default_level
+    class Unnamed(Center):
+        def fit(self, X: np.ndarray) -> Unnamed:
+            super().fit(X)
+            return None  # type: ignore[return-value]
+
+    with pytest.raises(AssertionError, match="center: fit does not return the method"):
+        check_method(Unnamed, X)
+    check_method(Center, X)  # and passes one that keeps it
 
 
 @pytest.mark.parametrize(
@@ -360,137 +317,3 @@ def test_cluster_pca_works_on_float32_input_without_a_float64_copy() -> None:
         members = out[labels == j].astype(np.float64)
         assert np.abs(members.mean(axis=0)).max() < 1e-5 * np.abs(X).max()
         assert np.abs(members @ method.components_[j].T).max() < 1e-5 * np.abs(X).max()
-
-
-# ---- flow -----------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def gaussian() -> np.ndarray:
-    """2000 draws of an 8-d Gaussian with a random covariance and offset."""
-    rng = np.random.default_rng(0)
-    return rng.normal(size=(2000, 8)) @ rng.normal(size=(8, 8)) + 3.0 * rng.normal(size=8)
-
-
-@pytest.fixture(scope="module", params=["glow", "affine"])
-def trained(gaussian: np.ndarray, request: pytest.FixtureRequest) -> Flow:
-    # both architectures; 300 steps of large batches (less gradient noise, about 38 epochs) for the
-    # capability checks below; the default (one epoch of 64-vector batches, as BERT-flow trains) is
-    # tested on its own
-    return Flow(arch=request.param, batch_size=256, steps=300).fit(gaussian)
-
-
-def test_flow_training_raises_the_likelihood(gaussian: np.ndarray, trained: Flow) -> None:
-    before = Flow(arch=trained.arch, steps=0).fit(gaussian).log_likelihood(gaussian)  # data-dependent init only
-    after = trained.log_likelihood(gaussian)
-    # the Gaussian MLE bounds what a linear map can reach; the flow should get there (within 0.1 nat;
-    # observed: about 0.1 nat above it, both architectures, fitting the sample's own departures)
-    Xc = gaussian - gaussian.mean(axis=0)
-    _, logdet = np.linalg.slogdet(Xc.T @ Xc / len(Xc))
-    gauss_mle = -0.5 * 8 * (1 + np.log(2 * np.pi)) - 0.5 * logdet
-    assert after > before + 1.0
-    assert after > gauss_mle - 0.1
-    assert trained.history_[-20:].mean() < trained.history_[:20].mean()
-
-
-def test_flow_inverts(gaussian: np.ndarray, trained: Flow) -> None:
-    assert np.abs(trained.inverse(trained.transform(gaussian)) - gaussian).max() < 1e-4
-    z = np.random.default_rng(5).normal(size=(10, 8))
-    assert np.abs(trained.transform(trained.inverse(z)) - z).max() < 1e-4
-
-
-def test_flow_maps_gaussian_data_to_a_standard_normal(gaussian: np.ndarray, trained: Flow) -> None:
-    z = trained.transform(gaussian)
-    # observed: |mean| <= 0.015, |cov - I| <= 0.035 (untrained init: |cov - I| about 0.8); the bounds
-    # leave room for platform differences, not for a flow that fails to decorrelate
-    assert np.abs(z.mean(axis=0)).max() < 0.05
-    assert np.abs(np.cov(z, rowvar=False) - np.eye(8)).max() < 0.08
-    untrained = Flow(arch=trained.arch, steps=0).fit(gaussian).transform(gaussian)
-    assert np.abs(np.cov(untrained, rowvar=False) - np.eye(8)).max() > 0.5
-
-
-def test_flow_trains_one_epoch_by_default_at_most_max_steps(gaussian: np.ndarray) -> None:
-    # 2,000 vectors in batches of 64: ceil(2000 / 64) = 32 steps, one epoch
-    flow = Flow().fit(gaussian)
-    assert flow.n_steps_ == 32 and len(flow.history_) == 32
-    assert Flow(max_steps=10).fit(gaussian).n_steps_ == 10
-    assert Flow(steps=7, max_steps=3).fit(gaussian).n_steps_ == 7  # an explicit count is not capped
-    assert flow.log_likelihood(gaussian) > Flow(steps=0).fit(gaussian).log_likelihood(gaussian)
-
-
-def test_flow_leaves_the_global_torch_rng_alone(gaussian: np.ndarray) -> None:
-    torch = pytest.importorskip("torch")
-    state = torch.get_rng_state()
-    Flow(steps=3).fit(gaussian)
-    assert torch.equal(state, torch.get_rng_state())
-    assert not np.array_equal(
-        Flow(steps=3, seed=1).fit(gaussian).transform(gaussian), Flow(steps=3, seed=2).fit(gaussian).transform(gaussian)
-    )
-
-
-@pytest.mark.parametrize("arch", ["glow", "affine"])
-def test_flow_trains_on_one_thread_and_restores_the_callers_count(
-    gaussian: np.ndarray, arch: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    torch = pytest.importorskip("torch")
-    import iso_bench.methods.flow as flow_module
-
-    seen = []
-
-    def spy(torch, *args):
-        seen.append(torch.get_num_threads())
-        if len(seen) == 2:
-            raise RuntimeError("training failed")
-        return train(torch, *args)
-
-    train = flow_module._train
-    monkeypatch.setattr(flow_module, "_train", spy)
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(3)
-        Flow(arch=arch, steps=2).fit(gaussian)
-        assert torch.get_num_threads() == 3
-        with pytest.raises(RuntimeError, match="training failed"):
-            Flow(arch=arch, steps=2).fit(gaussian)
-        assert torch.get_num_threads() == 3 and seen == [1, 1]
-    finally:
-        torch.set_num_threads(before)
-
-
-def test_flow_device_is_no_parameter(gaussian: np.ndarray) -> None:
-    torch = pytest.importorskip("torch")
-    default = Flow(steps=5).fit(gaussian).transform(gaussian)
-    method = Flow(steps=5)
-    method.device = "cpu"
-    assert method.spec == "flow-steps=5" and "device" not in method.get_params()
-    np.testing.assert_array_equal(method.fit(gaussian).transform(gaussian), default)
-    method.device = "cuda"  # where there is no GPU, training runs on the CPU
-    Z = method.fit(gaussian).transform(gaussian)
-    if torch.cuda.is_available():  # the same training, rounded differently
-        np.testing.assert_allclose(Z, default, atol=1e-3)
-        assert np.abs(method.inverse(Z) - gaussian).max() < 1e-8
-    else:
-        np.testing.assert_array_equal(Z, default)
-
-
-def test_flow_errors(gaussian: np.ndarray) -> None:
-    with pytest.raises(MethodError, match=r"'flow'.*more vectors than dimensions"):
-        Flow().fit(gaussian[:8])
-    with pytest.raises(MethodError, match=r"needs dim >= 5 \(3 levels halve"):
-        Flow().fit(gaussian[:, :4])
-    with pytest.raises(MethodError, match=r"needs dim >= 2 \(the coupling splits the coordinates in two\)"):
-        Flow(arch="affine").fit(gaussian[:, :1])
-    one_varies = np.ones_like(gaussian)
-    one_varies[:, 0] = gaussian[:, 0]
-    for arch, need in (("glow", 5), ("affine", 2)):
-        with pytest.raises(MethodError, match=f"only 1 of 8 dimensions vary in the fit corpus; .* at least {need} "):
-            Flow(arch=arch).fit(one_varies)
-
-
-def test_flow_models_the_varying_dimensions_and_zeroes_constant_ones(gaussian: np.ndarray) -> None:
-    constant = gaussian.copy()
-    constant[:, 2] = 1.0  # a dead coordinate, as all-MiniLM-L6-v2 has
-    flow = Flow(steps=30).fit(constant)
-    Z = flow.transform(constant)
-    assert flow.constant_dims_ == (2,) and np.all(Z[:, 2] == 0)
-    assert np.abs(flow.inverse(Z) - constant).max() < 1e-8
-    rest = Flow(steps=30).fit(np.delete(constant, 2, axis=1)).transform(np.delete(constant, 2, axis=1))
-    np.testing.assert_allclose(np.delete(Z, 2, axis=1), rest, atol=1e-10)

@@ -18,10 +18,11 @@ datasets = pytest.importorskip("datasets")
 
 from mteb.models.abs_encoder import AbsEncoder  # noqa: E402
 
-from iso_bench.backbone import Backbone, load_backbone  # noqa: E402
-from iso_bench.cache import EmbeddingStore, text_key  # noqa: E402
-from iso_bench.mteb_backbone import MtebBackbone, TokenVectorsUnavailable, mteb_meta  # noqa: E402
 from iso_bench.registry import IsoBenchError  # noqa: E402
+from iso_bench.vectors.hf_backbone import Backbone  # noqa: E402
+from iso_bench.vectors.loader import load_backbone  # noqa: E402
+from iso_bench.vectors.mteb_backbone import MtebBackbone, TokenVectorsUnavailable, mteb_meta  # noqa: E402
+from iso_bench.vectors.store import EmbeddingStore, text_key  # noqa: E402
 from tests.conftest import MINILM, _missing  # noqa: E402
 
 MINILM_REVISION = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
@@ -187,7 +188,7 @@ def test_prompts_are_resolved_as_mtebs_wrapper_resolves_them(prompted) -> None:
 
 @pytest.mark.slow
 def test_prompted_raw_variant_equals_mteb_on_stsbenchmark(prompted, hub_mirror, tmp_path) -> None:
-    from iso_bench.data import get_task
+    from iso_bench.data.sources import get_task
 
     expected = _evaluate(mteb.get_model(PROMPTED), get_task("STSBenchmark", hub_mirror))
     variant = _raw_variant(prompted, tmp_path)
@@ -203,7 +204,7 @@ def test_prompted_raw_variant_equals_mteb_on_stsbenchmark(prompted, hub_mirror, 
 
 def _small_scifact(hub_mirror, n_queries: int = 16, n_distractors: int = 100):
     """SciFact restricted to a few judged queries, their relevant documents and some other documents."""
-    from iso_bench.data import get_task
+    from iso_bench.data.sources import get_task
 
     full = get_task("SciFact", hub_mirror)
     full.load_data()
@@ -332,7 +333,7 @@ def test_token_types_are_the_tokenizer_ids_of_the_token_vectors_past_the_prompt(
 
 
 def test_a_batchs_token_vectors_are_views_of_one_block() -> None:
-    from iso_bench.mteb_backbone import _views
+    from iso_bench.vectors.mteb_backbone import _views
 
     arrays = [np.arange(6.0, dtype=np.float32).reshape(3, 2), np.zeros((0, 2), np.float32), np.ones((1, 2), np.float32)]
     views = _views(arrays)

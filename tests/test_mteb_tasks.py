@@ -40,7 +40,7 @@ def _entry(path: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def banking(tmp_path_factory, minilm_backbone, vector_cache):
-    from iso_bench.runner import RunConfig, run
+    from iso_bench.grid.runner import RunConfig, run
 
     if not BANKING77.is_dir():
         pytest.skip(f"{BANKING77} is not here")
@@ -91,8 +91,8 @@ def test_two_fit_corpora_keep_both_results_and_the_leaderboard_shows_both(bankin
 
 
 def test_a_task_without_a_train_split_is_refused_before_any_encode(tmp_path, vector_cache) -> None:
-    from iso_bench.fit_corpus import FitCorpusError
-    from iso_bench.runner import RunConfig, run
+    from iso_bench.data.fit_corpus import FitCorpusError
+    from iso_bench.grid.runner import RunConfig, run
 
     with pytest.raises(FitCorpusError, match="STSBenchmark"):
         run(RunConfig(methods=["whiten"], tasks=["STSBenchmark"], fit_corpus="train", results_dir=tmp_path,
@@ -104,7 +104,7 @@ def test_mteb_evaluate_writes_the_provenance_the_leaderboard_prints(tmp_path, mi
     import mteb
 
     import iso_bench  # noqa: F401 - registers the variants
-    from iso_bench.data import get_task
+    from iso_bench.data.sources import get_task
     from iso_bench.report import build_leaderboard, read_results, render_markdown
 
     model = mteb.get_model(f"{MINILM}+whiten", cache_dir=str(vector_cache), data_dir=str(SHARED_DATA))
@@ -136,7 +136,7 @@ def test_a_relative_model_folder_runs(tmp_path, tiny_bert_dir, monkeypatch) -> N
                     "on 2 CPU cores): set ISO_BENCH_SCIFACT=1 to run it")
 def test_scifact_raw_reproduces_mteb_and_fits_cover_queries_and_corpus(tmp_path, minilm_backbone,
                                                                          vector_cache) -> None:
-    from iso_bench.runner import RunConfig, run
+    from iso_bench.grid.runner import RunConfig, run
 
     summary = run(RunConfig(methods=["raw", "whiten", "cluster-pca"], tasks=["SciFact"], results_dir=tmp_path,
                             cache_dir=vector_cache, data_dir=SHARED_DATA, progress=False))

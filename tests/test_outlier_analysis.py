@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from iso_bench.outliers import analyse, outlier_stats
+from iso_bench.numerics.outliers import analyse, outlier_stats
 from iso_bench.report import write_outlier_reports
 
 TEXTS = ["the cat sat on the mat", "a dog", "the man is playing the guitar , the woman plays piano !", "a girl"]

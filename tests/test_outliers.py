@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from iso_bench.outliers import OutlierStats, default_min_fraction, detect_outliers, outlier_stats
+from iso_bench.numerics.outliers import OutlierStats, default_min_fraction, detect_outliers, outlier_stats
 
 
 def planted(n: int = 300, d: int = 64, seed: int = 0) -> np.ndarray:

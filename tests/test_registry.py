@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from iso_bench.cards import cards, expand_tasks, suites
+from iso_bench.kinds.cards import cards, expand_tasks, suites
 from iso_bench.registry import IsoBenchError, Registry, UnknownNameError, did_you_mean
 
 
@@ -32,9 +32,10 @@ def test_did_you_mean() -> None:
 
 
 def test_user_errors_share_one_base() -> None:
-    from iso_bench.backbone import BackboneError, Extraction, ExtractionError
-    from iso_bench.cache import CacheCorruptError
     from iso_bench.methods import MethodError, NotFittedError, make_method
+    from iso_bench.vectors.base import BackboneError
+    from iso_bench.vectors.hf_backbone import Extraction, ExtractionError
+    from iso_bench.vectors.store import CacheCorruptError
 
     for cls in (BackboneError, ExtractionError, CacheCorruptError, MethodError, NotFittedError, UnknownNameError):
         assert issubclass(cls, IsoBenchError), cls

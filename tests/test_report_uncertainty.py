@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy.stats import false_discovery_control
 
-from iso_bench import stats
 from iso_bench.cli import main
+from iso_bench.numerics import stats
 from iso_bench.report import (
     LeaderboardError,
     build_leaderboard,
@@ -62,8 +62,8 @@ def folder(tmp_path: Path) -> Path:
 
 def test_a_cell_shows_the_interval_of_its_stored_units(folder: Path) -> None:
     """The interval recorded with a result (here 500 resamples, seed 3), and one computed here where a record has
-    none (the defaults of iso_bench.stats: 1000, seed 0): each equals confidence_interval of the units read back
-    from the file, with that count and seed."""
+    none (the defaults of iso_bench.numerics.stats: 1000, seed 0): each equals confidence_interval of the units read
+    back from the file, with that count and seed."""
     path = write_scored(folder, "org/alpha", "abtt", "STS12", sts_units(N, 0.8, 4, 1), n_resamples=500, seed=3)
     bare = write_scored(folder, "org/alpha", "abtt", "STSBenchmark", sts_units(N, 0.8, 4, 2), interval=False)
     record = json.loads(bare.read_text())["scores"]["test"][0]["iso_bench"]
@@ -305,7 +305,8 @@ def test_rendering_twice_gives_the_same_bytes(folder: Path, tmp_path_factory) ->
 
 
 def test_spearman_together_equals_stats_spearman_alone() -> None:
-    """The shared-resample Spearman is the same numbers as iso_bench.stats.spearman, ties and constants included."""
+    """The shared-resample Spearman is the same numbers as iso_bench.numerics.stats.spearman, ties and constants
+    included."""
     gold = np.round(np.random.default_rng(0).normal(size=500), 1)  # many ties
     preds = [np.random.default_rng(k).normal(size=500) + gold for k in range(3)]
     preds.append(np.round(preds[0], 0))  # ties in a prediction

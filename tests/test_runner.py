@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from iso_bench.runner import _Once
+from iso_bench.grid.runner import _Once
 
 
 def _record(msg: str, *args: object) -> logging.LogRecord:
@@ -22,7 +22,7 @@ def test_each_distinct_message_passes_once() -> None:
 
 
 def test_the_filter_is_attached_to_the_method_loggers_only_during_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    import iso_bench.runner as runner
+    import iso_bench.grid.runner as runner
 
     seen = {}
 
@@ -37,13 +37,13 @@ def test_the_filter_is_attached_to_the_method_loggers_only_during_a_run(monkeypa
 
 
 def test_seeds_replicate_only_the_variants_a_seed_changes(monkeypatch: pytest.MonkeyPatch) -> None:
-    import iso_bench.runner as runner
+    import iso_bench.grid.runner as runner
 
     calls = []
 
     monkeypatch.setattr(runner, "_prepare", lambda cfg: runner._Prepared([], {}, None, "r", 8))
     monkeypatch.setattr(runner, "_missing", lambda run, cache, variants: [set() for _ in variants])
-    monkeypatch.setattr("iso_bench.mteb_plugin.install_result_hook", lambda: None)
+    monkeypatch.setattr("iso_bench.grid.runner.install_result_hook", lambda: None)
     monkeypatch.setattr("mteb.cache.ResultCache", lambda path: None)
     monkeypatch.setattr(runner, "_start_variant", lambda cfg, run, spec, position, replicate, todo:
                         calls.append((spec, cfg.seed, replicate, position)))
@@ -95,7 +95,7 @@ def test_a_store_kept_between_runs_recomputes_what_was_removed_and_is_dropped_wi
 
     import numpy as np
 
-    from iso_bench.cache import EmbeddingStore
+    from iso_bench.vectors.store import EmbeddingStore
     from tests.conftest import KeywordBackbone
 
     store = EmbeddingStore(KeywordBackbone(["cat", "dog"]), tmp_path / "cache", progress=False)

@@ -1,4 +1,5 @@
-"""iso_bench.stats: bootstrap intervals, paired differences and BH correction, on synthetic data with known answers."""
+"""iso_bench.numerics.stats: bootstrap intervals, paired differences and BH correction, on synthetic data with
+known answers."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pytest
 from scipy import stats as sps
 from sklearn.metrics import average_precision_score
 
-from iso_bench import stats
+from iso_bench.numerics import stats
+from iso_bench.numerics.stats import StatsError
 from iso_bench.registry import IsoBenchError
-from iso_bench.stats import StatsError
 
 
 def _population_spearman(rho: float) -> float:

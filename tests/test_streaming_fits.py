@@ -81,8 +81,8 @@ def test_a_method_that_needs_all_its_vectors_refuses_to_stream(spec: str) -> Non
 
 
 def _variant(spec: str, texts: list[str], budget: int, tmp_path, monkeypatch):
-    from iso_bench.cache import EmbeddingStore
     from iso_bench.encoder import VariantEncoder
+    from iso_bench.vectors.store import EmbeddingStore
     from tests.conftest import KeywordBackbone
 
     monkeypatch.setenv("ISO_BENCH_FIT_BUDGET", str(budget))
@@ -152,7 +152,7 @@ def test_a_token_level_fit_over_its_budget_streams_every_text_or_samples(tmp_pat
 
 
 def test_a_fit_corpus_over_the_budget_is_not_kept_between_fits(tmp_path, monkeypatch) -> None:
-    from iso_bench.fit_corpus import CorpusProvider
+    from iso_bench.data.fit_corpus import CorpusProvider
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(_texts(60)) + "\n", encoding="utf-8")

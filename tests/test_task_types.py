@@ -22,8 +22,8 @@ mteb = pytest.importorskip("mteb")
 # mteb's bitext evaluator copies the similarity tensor the encoder returns (its own models' too)
 pytestmark = pytest.mark.filterwarnings("ignore:To copy construct from a tensor")
 
+from iso_bench.data.fit_corpus import FitCorpus, FitCorpusError, task_text_groups  # noqa: E402
 from iso_bench.files import texts_digest  # noqa: E402
-from iso_bench.fit_corpus import FitCorpus, FitCorpusError, task_text_groups  # noqa: E402
 
 from .conftest import loaded_task  # noqa: E402
 

@@ -17,7 +17,7 @@ from iso_bench.kinds.wic import (
     load_wic_split,
     unrelated_targets,
 )
-from iso_bench.linalg import paired_cosine as cosine_pairs
+from iso_bench.numerics.linalg import paired_cosine as cosine_pairs
 from tests.conftest import SHARED_DATA, _missing
 
 # ------------------------------------------------------------------------------------- threshold protocol

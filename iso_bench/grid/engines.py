@@ -1,24 +1,26 @@
 """Engines that carry the grid's jobs: the local process (the default, no Dask imported) and Dask distributed
 (a running scheduler, a local cluster of worker processes started for the run, or Slurm jobs through
-dask-jobqueue). The interface is Dask's futures: :meth:`Engine.submit` a plain function of plain arguments,
-then :meth:`Engine.as_completed` yields ``(job, result, error)`` as they finish. Any other engine (Ray, a
-batch system) fits behind the same two methods.
+dask-jobqueue). An engine is a :class:`concurrent.futures.Executor`, as Dask's ``ClientExecutor`` is: a context
+manager whose :meth:`~Engine.submit` takes a plain function of plain arguments and returns a future; the grid
+collects them with :meth:`Engine.as_completed`. Any other executor (Ray's, a batch system's) fits behind it.
 
 Example:
-    >>> engine = LocalEngine()
-    >>> engine.submit(len, "abc", label="x")
-    >>> [(label, result) for label, result, _ in engine.as_completed()]
-    [('x', 3)]
+    >>> with LocalEngine() as engine:
+    ...     futures = [engine.submit(len, "abc"), engine.submit(len, "de")]
+    ...     [f.result() for f in engine.as_completed(futures)]
+    [3, 2]
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import itertools
 import os
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from iso_bench.files import slug
 from iso_bench.registry import IsoBenchError
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -29,57 +31,97 @@ class EngineError(IsoBenchError):
     """An engine that cannot be started or reached; the message says what to give."""
 
 
-class Engine:
-    """Submit jobs, then collect their outcomes as they finish."""
+class Engine(concurrent.futures.Executor):
+    """An executor of the grid's jobs. ``gpu``: every job submitted asks for a GPU (the grid sets it from
+    ``--device``)."""
 
     name = "engine"
+    gpu = False
 
-    def submit(self, fn: Callable[[Any], Any], arg: Any, *, label: str, gpu: bool = False) -> None:
-        raise NotImplementedError
+    def as_completed(self, futures: Iterable[concurrent.futures.Future]) -> Iterator[concurrent.futures.Future]:
+        """``futures`` as they finish (:func:`concurrent.futures.as_completed`)."""
+        return concurrent.futures.as_completed(list(futures))
 
-    def as_completed(self) -> Iterator[tuple[str, Any, BaseException | None]]:
-        raise NotImplementedError
-
-    def running(self) -> list[str]:
-        """Labels of the jobs running now (as far as the engine knows)."""
-        return []
+    def running(self, futures: Iterable[concurrent.futures.Future]) -> list[concurrent.futures.Future]:
+        """Those of ``futures`` running now (as far as the engine knows)."""
+        return [f for f in futures if f.running()]
 
     def describe(self) -> str:
         return self.name
 
-    def wait_ready(self, *, gpu: bool = False, say: Callable[[str], None] = print) -> None:
-        """Return once the engine can run a job (on a GPU, with ``gpu``); raise :class:`EngineError` when it
-        cannot within its limit. The local process is always ready."""
+    def wait_ready(self, *, gpu: bool | None = None, say: Callable[[str], None] = print) -> None:
+        """Return once the engine can run a job (on a GPU, with ``gpu``; default :attr:`gpu`); raise
+        :class:`EngineError` when it cannot within its limit. The local process is always ready."""
 
     def close(self) -> None:
-        """Release what the engine started (a local cluster, Slurm jobs)."""
+        """Release what the engine started (a local cluster, Slurm jobs): :meth:`shutdown`."""
+        self.shutdown()
+
+
+class _LocalFuture(concurrent.futures.Future):
+    """A future of :class:`LocalEngine`: asking for its result runs the queued jobs up to it."""
+
+    def __init__(self, engine: LocalEngine) -> None:
+        super().__init__()
+        self._engine = engine
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._engine._run_until(self)
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._engine._run_until(self)
+        return super().exception(timeout)
 
 
 class LocalEngine(Engine):
-    """Runs each job in this process when its outcome is asked for, in submission order."""
+    """Runs each job in this process, in submission order, when its outcome is asked for
+    (:meth:`as_completed`, ``result()``): the plan is printed before the first job starts, and Ctrl-C stops
+    the job that runs."""
 
     name = "local"
 
     def __init__(self) -> None:
-        self._jobs: list[tuple[str, Callable[[Any], Any], Any]] = []
-        self._now: str | None = None
+        self._queue: list[tuple[_LocalFuture, Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+        self._now: concurrent.futures.Future | None = None
+        self._closed = False
 
-    def submit(self, fn: Callable[[Any], Any], arg: Any, *, label: str, gpu: bool = False) -> None:
-        self._jobs.append((label, fn, arg))
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        if self._closed:
+            raise RuntimeError("cannot submit to a local engine after shutdown")
+        future = _LocalFuture(self)
+        self._queue.append((future, fn, args, kwargs))
+        return future
 
-    def as_completed(self) -> Iterator[tuple[str, Any, BaseException | None]]:
-        while self._jobs:
-            label, fn, arg = self._jobs.pop(0)
-            self._now = label
+    def _run_until(self, target: concurrent.futures.Future) -> None:
+        while not target.done() and self._queue:
+            future, fn, args, kwargs = self._queue.pop(0)
+            if not future.set_running_or_notify_cancel():
+                continue
+            self._now = future
             try:
-                result, error = fn(arg), None
-            except Exception as exc:  # noqa: BLE001 - reported with the job's label
-                result, error = None, exc
-            self._now = None
-            yield label, result, error
+                result = fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the future carries it to whoever collects it
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            finally:
+                self._now = None
 
-    def running(self) -> list[str]:
-        return [self._now] if self._now else []
+    def as_completed(self, futures: Iterable[concurrent.futures.Future]) -> Iterator[concurrent.futures.Future]:
+        for future in list(futures):
+            self._run_until(future)
+            yield future
+
+    def running(self, futures: Iterable[concurrent.futures.Future]) -> list[concurrent.futures.Future]:
+        return [f for f in futures if f is self._now]
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._closed = True
+        if cancel_futures:
+            for future, *_ in self._queue:
+                future.cancel()
+            self._queue.clear()
 
 
 class DaskEngine(Engine):
@@ -94,7 +136,7 @@ class DaskEngine(Engine):
                  gpus_per_worker: int = 0, timeout: float = 30, worker_wait: float | None = 600,
                  poll: float = 30) -> None:
         try:
-            from distributed import Client, LocalCluster
+            from distributed import Client, LocalCluster  # lazily: an engine
         except ImportError:
             raise EngineError("--engine dask needs Dask distributed: pip install 'iso-bench[dask]'") from None
         scheduler = scheduler or os.environ.get(SCHEDULER_ENV)
@@ -113,7 +155,10 @@ class DaskEngine(Engine):
             where = scheduler or "a local cluster"
             raise EngineError(f"cannot reach the Dask scheduler at {where} ({exc}); start one (`dask scheduler`) "
                               f"or leave out --scheduler to start a local cluster") from None
-        self._futures: dict[Any, str] = {}
+        self._keys: dict[concurrent.futures.Future, str] = {}
+        self._tasks: dict[concurrent.futures.Future, Any] = {}
+        self._count = itertools.count()
+        self._lock, self._shut = threading.Lock(), False
         self.address = self.client.scheduler.address
         self.worker_wait, self.poll = worker_wait, poll
 
@@ -126,12 +171,13 @@ class DaskEngine(Engine):
             info = self.client.scheduler_info()
         return info.get("workers", {})
 
-    def wait_ready(self, *, gpu: bool = False, say: Callable[[str], None] = print) -> None:
-        """Wait until a worker that can take the grid's jobs has joined: any worker, or for jobs on a GPU one
-        that holds the resource ``GPU``. Says what it waits for (and again every ``poll`` seconds: Slurm jobs
-        may sit in the queue); after ``worker_wait`` seconds (``None``: no limit) it gives up, naming the
-        scheduler, the workers it has and what to do."""
+    def wait_ready(self, *, gpu: bool | None = None, say: Callable[[str], None] = print) -> None:
+        """Wait until a worker that can take the grid's jobs has joined: any worker, or for jobs on a GPU
+        (``gpu``, default :attr:`gpu`) one that holds the resource ``GPU``. Says what it waits for (and again
+        every ``poll`` seconds: Slurm jobs may sit in the queue); after ``worker_wait`` seconds (``None``: no
+        limit) it gives up, naming the scheduler, the workers it has and what to do."""
         started, said = time.monotonic(), None
+        gpu = self.gpu if gpu is None else gpu
 
         def usable(info: dict[str, Any]) -> bool:
             return not gpu or float((info.get("resources") or {}).get(GPU, 0)) >= 1
@@ -155,33 +201,47 @@ class DaskEngine(Engine):
                 said = time.monotonic()
             time.sleep(min(1.0, self.poll))
 
-    def submit(self, fn: Callable[[Any], Any], arg: Any, *, label: str, gpu: bool = False) -> None:
-        future = self.client.submit(fn, arg, pure=False, key=f"iso-bench-{slug(label)[:80]}-{len(self._futures)}",
-                                    resources={GPU: 1} if gpu else None)
-        self._futures[future] = label
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        """``fn(*args, **kwargs)`` on a worker (one with the resource ``GPU`` when :attr:`gpu`), as a
+        :class:`concurrent.futures.Future` that follows the Dask future."""
+        name = getattr(fn, "__name__", "job")
+        task = self.client.submit(fn, *args, pure=False, key=f"iso-bench-{name}-{next(self._count)}",
+                                  resources={GPU: 1} if self.gpu else None, **kwargs)
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()
+        self._keys[future] = task.key
+        self._tasks[future] = task
 
-    def as_completed(self) -> Iterator[tuple[str, Any, BaseException | None]]:
-        from distributed import as_completed
-
-        for future in as_completed(list(self._futures)):
-            label = self._futures.pop(future)
+        def settle(done: Any) -> None:
             try:
-                yield label, future.result(), None
-            except Exception as exc:  # noqa: BLE001 - a lost worker (KilledWorker), an error of the job
-                yield label, None, exc
+                future.set_result(done.result())
+            except BaseException as exc:  # noqa: BLE001 - a lost worker (KilledWorker), an error of the job
+                future.set_exception(exc)
+            finally:
+                self._tasks.pop(future, None)
 
-    def running(self) -> list[str]:
+        task.add_done_callback(settle)
+        return future
+
+    def running(self, futures: Iterable[concurrent.futures.Future]) -> list[concurrent.futures.Future]:
         try:
             busy = {key for keys in self.client.processing().values() for key in keys}
         except Exception:  # noqa: BLE001 - progress only
             return []
-        return [label for future, label in self._futures.items() if future.key in busy]
+        return [f for f in futures if not f.done() and self._keys.get(f) in busy]
 
     def describe(self) -> str:
         workers = len(self._workers())
         return f"dask at {self.address} ({workers} workers now)"
 
-    def close(self) -> None:
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            if self._shut:
+                return
+            self._shut = True
+        if cancel_futures:
+            for task in list(self._tasks.values()):
+                task.cancel()
         self.client.close()
         if self._owned is not None:
             self._owned.close()
@@ -195,7 +255,7 @@ def slurm_cluster(*, jobs: int, partition: str | None = None, account: str | Non
     here come from dask-jobqueue's configuration file (``~/.config/dask/jobqueue.yaml``). The scheduler runs in
     this process, on ``scheduler_host`` (an address the compute nodes reach; default: this machine's)."""
     try:
-        from dask_jobqueue import SLURMCluster
+        from dask_jobqueue import SLURMCluster  # lazily: an engine
     except ImportError:
         raise EngineError("--engine slurm needs dask-jobqueue: pip install 'iso-bench[dask]'") from None
     extra = [f"--gres=gpu:{gpus}"] if gpus else []
@@ -206,3 +266,24 @@ def slurm_cluster(*, jobs: int, partition: str | None = None, account: str | Non
                            local_directory=local_directory, scheduler_options=scheduler)
     cluster.scale(jobs=jobs)
     return cluster
+
+
+def wait_limit(given: float | None, default: float | None) -> float | None:
+    """``--worker-wait``: seconds, 0 for no limit; not given, the engine's default."""
+    if given is None:
+        return default
+    return None if given == 0 else given
+
+
+def make_engine(name: str, *, scheduler: str | None = None, workers: int = 2, device: str | None = None,
+                worker_wait: float | None = None, slurm: dict[str, Any] | None = None) -> Engine:
+    """The engine ``--engine`` names: ``local`` (this process), ``dask`` (a running scheduler, or a local
+    cluster of ``workers`` processes; its workers share this machine's GPU when ``device`` is a GPU) or
+    ``slurm`` (Slurm jobs with the options of :func:`slurm_cluster`). ``worker_wait``: as :func:`wait_limit`."""
+    if name == "dask":
+        on_gpu = str(device or "").startswith("cuda")
+        return DaskEngine(scheduler, workers=workers, gpus_per_worker=1 if on_gpu else 0,
+                          worker_wait=wait_limit(worker_wait, 600))
+    if name == "slurm":
+        return DaskEngine(cluster=slurm_cluster(**(slurm or {})), worker_wait=wait_limit(worker_wait, None))
+    return LocalEngine()

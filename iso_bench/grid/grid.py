@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iso_bench.checks import output_dims
 from iso_bench.grid.engines import Engine, LocalEngine
 from iso_bench.grid.jobs import Job, read_attempts, run_job
-from iso_bench.grid.plan import RunConfig, RunSummary, complete, seeded, variant_meta_of
+from iso_bench.grid.plan import RunConfig, RunSummary, canonical_spec, complete, seeded, variant_meta_of
+from iso_bench.grid.runner import normalized_model, revision_of
 from iso_bench.grid.tasks import TaskRef, build_task, data_at_hand, resolve
 
 # RunConfig fields a job carries (the model and tasks are the job's own)
@@ -59,7 +61,7 @@ class GridSummary:
 
 def variants_of(cfg: RunConfig) -> list[tuple[RunConfig, str]]:
     """Every (config of the seed, spec) the run evaluates: each method once, or once per seed where a seed
-    changes its numbers (as :func:`iso_bench.runner.run` does)."""
+    changes its numbers (as :func:`iso_bench.grid.runner.run` does)."""
     seeds = list(dict.fromkeys(cfg.seeds)) or [cfg.seed]
     out = []
     for spec in cfg.methods:
@@ -71,11 +73,7 @@ def variants_of(cfg: RunConfig) -> list[tuple[RunConfig, str]]:
 def plan(models: Sequence[str], base: RunConfig, commands: dict[str, str] | None = None) -> list[PlannedJob]:
     """One job per model and task, with what is present; loads no model and no dataset. ``commands``: per
     model, the command line recorded with its results (default: ``base.command``)."""
-    from mteb.cache import ResultCache
-
-    from iso_bench.checks import output_dims
-    from iso_bench.grid.plan import canonical_spec
-    from iso_bench.runner import normalized_model, peek_revision
+    from mteb.cache import ResultCache  # lazily: mteb takes seconds to import
 
     refs = resolve(list(base.tasks)) if not base.task_refs else list(base.task_refs)
     tasks = {ref: build_task(ref) for ref in refs}
@@ -93,7 +91,7 @@ def plan(models: Sequence[str], base: RunConfig, commands: dict[str, str] | None
         model = normalized_model(given)
         cfg = dataclasses.replace(base, model=model)
         job_config = {**config, "command": (commands or {}).get(given, base.command)}
-        revision = peek_revision(cfg)
+        revision = revision_of(cfg)
         dims = output_dims(model, cfg.revision, trust_remote_code=cfg.trust_remote_code, pooling=cfg.pooling,
                            layer=cfg.layer) if revision is not None else {}
         run = _Known(revision, dims.get("sentence"))
@@ -110,7 +108,7 @@ def plan(models: Sequence[str], base: RunConfig, commands: dict[str, str] | None
 
 def format_plan(planned: list[PlannedJob]) -> str:
     """The plan as a table: model, task (and its benchmark), results present / to make, data."""
-    from tabulate import tabulate
+    from tabulate import tabulate  # lazily: only the renderers need it
 
     rows = [[p.job.model, p.job.task.name + (f"  [{p.job.task.benchmark}]" if p.job.task.benchmark else ""),
              f"{p.present}/{p.variants}", "done" if not p.missing else f"{p.missing} to run", p.data]
@@ -140,20 +138,20 @@ def run_grid(models: Sequence[str], base: RunConfig, *, engine: Engine | None = 
     if dry_run or not todo:
         return summary
     engine = engine or LocalEngine()
-    gpu = str(base.device or "").startswith("cuda")
-    engine.wait_ready(gpu=gpu, say=say)
+    engine.gpu = str(base.device or "").startswith("cuda")
+    engine.wait_ready(say=say)
     order = list(dict.fromkeys(p.job.model for p in planned))
-    for p in sorted(todo, key=lambda p: order.index(p.job.model)):  # a model's jobs together: workers keep it
-        engine.submit(run_job, p.job.to_dict(), label=p.job.label, gpu=gpu)
+    jobs = {engine.submit(run_job, p.job.to_dict()): p  # a model's jobs together: workers keep its vectors
+            for p in sorted(todo, key=lambda p: order.index(p.job.model))}
     say(f"running {len(todo)} jobs on {engine.describe()}")
     done = failed = 0
     bar = _progress(len(todo), base.progress)
-    by_label = {p.job.label: p for p in todo}
-    for label, result, error in engine.as_completed():
-        p = by_label[label]
-        if error is not None:  # the engine lost the job (its workers kept dying) or could not run it
-            result = {"model": p.job.model, "task": p.job.task.name, "ok": False, "scores": {}, "errors": {},
-                      "reason": f"{type(error).__name__}: {error}", "log": None}
+    for future in engine.as_completed(jobs):
+        p = jobs[future]
+        error = future.exception()
+        result = future.result() if error is None else {  # the engine lost the job (its workers kept dying)
+            "model": p.job.model, "task": p.job.task.name, "ok": False, "scores": {}, "errors": {},
+            "reason": f"{type(error).__name__}: {error}", "log": None}
         _merge(summary.models[p.job.model], result)
         if result.get("revision"):
             summary.models[p.job.model].revision = result["revision"]
@@ -163,7 +161,7 @@ def run_grid(models: Sequence[str], base: RunConfig, *, engine: Engine | None = 
         done += 1
         if bar is not None:
             bar.update(1)
-            running = engine.running()
+            running = [jobs[f].job.label for f in engine.running(jobs)]
             bar.set_postfix_str(f"failed {failed}; running {len(running)}: {', '.join(running)[:60]}")
     if bar is not None:
         bar.close()
@@ -202,7 +200,7 @@ def _merge(summary: RunSummary, outcome: dict[str, Any]) -> None:
 def _progress(total: int, show: bool) -> Any:
     if not show:
         return None
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # lazily: only where a bar is shown
 
     return tqdm(total=total, desc="grid jobs", unit="job", file=sys.stderr)
 

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.files import slug
+from iso_bench.grid.plan import RunConfig
+from iso_bench.grid.runner import run
 from iso_bench.grid.tasks import TaskRef
 
 GRID_FOLDER = "grid"  # under the results folder: attempts and logs of the grid's jobs
@@ -104,9 +107,6 @@ def _record(results_dir: str | Path, model: str, task: str, entry: dict[str, Any
 def run_job(job_data: dict[str, Any]) -> dict[str, Any]:
     """Run one job in this process (a worker's, or the client's for the local engine) and return its
     :class:`Outcome` as a dict. Never raises for a failure of the job itself: the outcome says it."""
-    import dataclasses
-
-    from iso_bench.grid.plan import RunConfig
 
     job = Job.from_dict(job_data)
     results_dir = job.config.get("results_dir", "results")
@@ -117,8 +117,6 @@ def run_job(job_data: dict[str, Any]) -> dict[str, Any]:
                     tasks=[job.task.name], task_refs=[job.task])
     outcome = Outcome(job.model, job.task.name, ok=True, host=socket.gethostname())
     try:
-        from iso_bench.runner import run
-
         summary = run(cfg)
         outcome.revision = summary.revision
         for label, row in summary.scores.items():

@@ -3,7 +3,7 @@ loads (:func:`missing_results`, by mteb's own test of what ``overwrite_strategy=
 identity of each variant's results (:func:`variant_meta_of`: its name and setup), and what a run reports
 (:class:`RunSummary`), or says when it stops because its results cannot be written (:class:`RunStopped`).
 
-The runner (:mod:`iso_bench.runner`) carries the plan out in this process; nothing here loads a model.
+The runner (:mod:`iso_bench.grid.runner`) carries the plan out in this process; nothing here loads a model.
 
 Example:
     >>> cfg = RunConfig(methods=["raw", "whiten"], tasks=["STSBenchmark"])
@@ -13,13 +13,25 @@ Example:
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iso_bench.mteb_plugin import DEFAULT_METHODS, DEFAULT_MODEL, variant_meta
+from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, fit_budget
+from iso_bench.methods import canonical_spec as methods_canonical_spec
+from iso_bench.methods import make_method
+from iso_bench.mteb_plugin import (
+    DEFAULT_MODEL,
+    ResultsNotWritten,
+    ensure_model_meta,
+    set_aside_garbled,
+    setup_kwargs,
+    variant_meta,
+)
 from iso_bench.registry import IsoBenchError
+from iso_bench.results.benchmark import DEFAULT_METHODS
 
 
 @dataclass
@@ -84,8 +96,6 @@ def missing_results(run: Any, cache: Any, variants: list[tuple[RunConfig, str, s
     """For each variant, the names of the tasks whose result is missing or incomplete (mteb's own test of what
     ``overwrite_strategy="only-missing"`` reruns; all of them under ``--overwrite``). A garbled result file
     is set aside first and counts as missing; ``model_meta.json`` is (re)written where it is wrong."""
-    from iso_bench.mteb_plugin import ResultsNotWritten, ensure_model_meta, set_aside_garbled
-
     out = []
     for cfg, spec, _, _ in variants:
         meta = variant_meta_of(cfg, run, canonical_spec(spec, cfg.seed))
@@ -101,28 +111,24 @@ def missing_results(run: Any, cache: Any, variants: list[tuple[RunConfig, str, s
 def complete(task: Any, meta: Any, cache: Any) -> bool:
     """Whether the result of ``meta`` on ``task`` exists and covers every split and subset, by mteb's own check."""
     try:
-        from mteb.evaluate import OverwriteStrategy, _check_cache
+        from mteb.evaluate import OverwriteStrategy, _check_cache  # lazily: mteb takes seconds to import
     except ImportError:  # another mteb: let mteb.evaluate decide, task by task
         return False
     existing, missing = _check_cache(task, meta, cache, OverwriteStrategy.ONLY_MISSING)
     return existing is not None and not missing
 
 
-def canonical_spec(spec: str, seed: int) -> str:
-    """The spec a variant is named by (:attr:`iso_bench.encoder.VariantEncoder.spec`)."""
-    from iso_bench.encoder import VariantEncoder
-
-    return VariantEncoder(None, spec, seed=seed).spec
+def canonical_spec(spec: str, seed: int = 0) -> str:
+    """The spec a variant is named by (:func:`iso_bench.methods.canonical_spec`; the seed is part of the
+    setup, not of the name)."""
+    return methods_canonical_spec(spec)
 
 
 def seeded(spec: str, cfg: RunConfig) -> bool:
     """Whether a seed changes the variant's numbers: a method with randomness (a ``seed`` parameter the spec
     does not fix), or a fitted method on a sampled fit corpus (``--fit-sample``, or a fit budget other than the
     default for a method that does not stream)."""
-    from iso_bench.methods import make_method
-
     method, _ = make_method(spec)
-    from iso_bench.fit_corpus import FIT_BUDGET, fit_budget
 
     random = "seed" in method.param_defaults() and "seed=" not in spec
     budget = fit_budget() if cfg.fit_budget is None else cfg.fit_budget
@@ -132,9 +138,6 @@ def seeded(spec: str, cfg: RunConfig) -> bool:
 
 def variant_meta_of(cfg: RunConfig, run: Any, spec: str) -> Any:
     """The variant's ModelMeta: its name and, as experiment kwargs, its setup (so setups never share a file)."""
-    from iso_bench.fit_corpus import SETTINGS
-    from iso_bench.mteb_plugin import setup_kwargs
-
     fit = cfg.fit_corpus if cfg.fit_corpus in SETTINGS else "file"
     path = None if cfg.fit_corpus in SETTINGS else str(Path(cfg.fit_corpus).expanduser().resolve())
     loader = {"fit_corpus": fit, "fit_corpus_path": path, "seed": cfg.seed, "fit_sample": cfg.fit_sample,
@@ -150,8 +153,6 @@ def variant_meta_of(cfg: RunConfig, run: Any, spec: str) -> Any:
 def reproduce_command(args: Any, model: str) -> str:
     """The ``iso-bench run`` command line that reproduces the numbers of ``model`` from the parsed options
     ``args`` (paths, speed and engine flags left out): recorded in every result."""
-    import shlex
-
     parts = ["iso-bench", "run", "--model", model]
     if args.revision:
         parts += ["--revision", args.revision]

@@ -7,11 +7,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from iso_bench.report import format_summary, summary_header
+
 
 def print_run(summary: Any) -> int:
     """A single-process run of one model."""
-    from iso_bench.report import format_summary, summary_header
-
     print(f"\n{summary_header(summary)}")
     print(format_summary(summary))
     stats = summary.encode_stats
@@ -24,8 +24,6 @@ def print_run(summary: Any) -> int:
 
 def print_stopped(stop: Any) -> None:
     """A run stopped by its results disk: the scores that exist, and every result that is not on disk."""
-    from iso_bench.report import format_summary, summary_header
-
     print(f"\n{summary_header(stop.summary)}")
     print(format_summary(stop.summary))
     print(f"\nstopped: {len(stop.written)} results of this run are on disk, {len(stop.missing)} are not "
@@ -36,8 +34,6 @@ def print_stopped(stop: Any) -> None:
 
 def print_grid(grid: Any) -> int:
     """A grid: a table per model, the jobs run, reruns, failed jobs with their reason and log."""
-    from iso_bench.report import format_summary, summary_header
-
     results_dir = None
     for summary in grid.models.values():
         results_dir = summary.results_dir

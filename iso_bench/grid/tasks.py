@@ -19,10 +19,12 @@ Example:
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iso_bench.kinds.cards import find_card, suites, unknown_task_message
 from iso_bench.registry import UnknownNameError
 
 
@@ -36,8 +38,6 @@ class TaskRef:
 
 def resolve(names: list[str] | tuple[str, ...]) -> list[TaskRef]:
     """The tasks ``names`` stand for, in order, each once (first occurrence wins)."""
-    from iso_bench.cards import find_card, suites
-
     groups, out = suites(), []
     for name in names:
         if name in groups:
@@ -64,7 +64,7 @@ def build_task(ref: TaskRef) -> Any:
 
 def get_task(name: str) -> Any:
     """``mteb.get_task``, with an error that suggests close task, suite and benchmark names."""
-    import mteb
+    import mteb  # lazily: mteb takes seconds to import
 
     try:
         return mteb.get_task(name)
@@ -86,7 +86,7 @@ def data_at_hand(task: Any, data_dir: str | Path | None = None) -> str:
         return "missing (downloaded on first use)"
     corpus = getattr(getattr(task, "card", None), "params", {}).get("corpus_task")
     if corpus:  # a task read from another mteb task's data (the isotropy task: STS-B's test sentences)
-        import mteb
+        import mteb  # lazily: mteb takes seconds to import
 
         return data_at_hand(mteb.get_task(corpus), data_dir)
     repo = str(task.metadata.dataset.get("path", ""))
@@ -94,7 +94,7 @@ def data_at_hand(task: Any, data_dir: str | Path | None = None) -> str:
         return "mirror"
     if Path(repo).is_dir():
         return "mirror"
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # lazily: only a hub download needs it
 
     if (Path(constants.HF_HUB_CACHE) / f"datasets--{repo.replace('/', '--')}").is_dir():
         return "hub cache"
@@ -102,7 +102,7 @@ def data_at_hand(task: Any, data_dir: str | Path | None = None) -> str:
 
 
 def _mteb_task(name: str) -> bool:
-    import mteb
+    import mteb  # lazily: mteb takes seconds to import
 
     try:
         mteb.get_task(name)
@@ -112,14 +112,11 @@ def _mteb_task(name: str) -> bool:
 
 
 def _benchmark(name: str) -> Any:
-    import mteb
+    import mteb  # lazily: mteb takes seconds to import
 
     try:
         return mteb.get_benchmark(name)
     except (KeyError, ValueError):
-        import sys
-
-        from iso_bench.cards import unknown_task_message
 
         known = [*sys.modules["mteb.get_tasks"]._TASKS_REGISTRY, *(b.name for b in mteb.get_benchmarks())]
         raise UnknownNameError(unknown_task_message(name, known).replace("task or suite", "task, suite or mteb "

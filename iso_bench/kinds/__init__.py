@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-from iso_bench.cards import CardError, TaskCard
 from iso_bench.kinds.base import Kind
+from iso_bench.kinds.cards import CardError, TaskCard
 
 
 def kind_class(card: TaskCard) -> type[Kind]:

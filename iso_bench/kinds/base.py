@@ -16,8 +16,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from iso_bench.cards import TaskCard
 from iso_bench.files import folder_checksum
+from iso_bench.kinds.cards import TaskCard
 from iso_bench.registry import IsoBenchError
 
 
@@ -67,7 +67,7 @@ class Kind:
     data_loaded: bool = False
     folder: Path | None = None
     # What the last ``score`` call leaves for a bootstrap of the main score: an
-    # :class:`iso_bench.instances.Units` (the per-instance values and the statistic that turns them into the
+    # :class:`iso_bench.numerics.stats.Units` (the per-instance values and the statistic that turns them into the
     # main score), or a string saying why there are none; read by the mteb adapter, never by the scores.
     last_units: Any = None
 
@@ -83,7 +83,8 @@ class Kind:
         return self.read(self.folder)
 
     def read(self, folder: Path) -> Any:  # pragma: no cover - abstract
-        """Parse the dataset from its folder; raise a :class:`~iso_bench.data.DataFormatError` naming file and line."""
+        """Parse the dataset from its folder; raise a :class:`~iso_bench.data.mirror_check.DataFormatError` naming
+        file and line."""
         raise NotImplementedError
 
     def source_record(self) -> dict[str, Any]:
@@ -105,8 +106,8 @@ def sentence_vectors(model: Any, texts: list[str], task: Any, encode_kwargs: dic
     """Sentence vectors of ``texts`` in float64: a variant's own, or any mteb encoder's through mteb's loader."""
     if isinstance(model, SentenceEncoder):
         return np.asarray(model.vectors(texts, task.metadata.name, task_metadata=task.metadata), np.float64)
-    from datasets import Dataset
-    from mteb._create_dataloaders import create_dataloader
+    from datasets import Dataset  # lazily: datasets loads pyarrow
+    from mteb._create_dataloaders import create_dataloader  # lazily: mteb takes seconds to import
 
     loader = create_dataloader(Dataset.from_dict({"text": texts}), task_metadata=task.metadata,
                                batch_size=encode_kwargs.get("batch_size", 32))

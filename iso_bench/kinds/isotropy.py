@@ -9,15 +9,17 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.isotropy import ISOSCORE_STAR_ZETA, MEASURES, isoscore_star
+from iso_bench.data.fit_corpus import task_texts
+from iso_bench.data.sources import use_source
 from iso_bench.kinds.base import Kind, TokenEncoder, sentence_vectors
+from iso_bench.numerics.isotropy import ISOSCORE_STAR_ZETA, MEASURES, isoscore_star
 
 
 class IsotropyKind(Kind):
     """Isotropy measures of a model's vectors on the texts of an mteb task (``params["corpus_task"]``).
 
     The corpus task's data comes from the hub or the local mirror like any mteb task. Scores:
-    ``sentence_<measure>`` and ``token_<measure>`` for every measure of :data:`iso_bench.isotropy.MEASURES`
+    ``sentence_<measure>`` and ``token_<measure>`` for every measure of :data:`iso_bench.numerics.isotropy.MEASURES`
     (token measures only for models that give token vectors), and ``<level>_isoscore_star``: IsoScore* with
     its authors' evaluation settings, zeta = 0.75 and C0 the covariance of the variant's token vectors of the
     corpus (the larger sample of the model's space; at most :data:`C0_POINTS` of them, a seeded sample), or of
@@ -28,10 +30,7 @@ class IsotropyKind(Kind):
     needs_tokens = True
 
     def load(self) -> dict[str, list[str]]:
-        import mteb
-
-        from iso_bench.data import use_source
-        from iso_bench.fit_corpus import task_texts
+        import mteb  # lazily: mteb takes seconds to import
 
         task = mteb.get_task(self.card.params["corpus_task"])
         self._source = use_source(task, self.data_dir)

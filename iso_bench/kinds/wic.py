@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.data import DataFormatError
+from iso_bench.data.mirror_check import DataFormatError
 from iso_bench.files import read_lines
-from iso_bench.instances import Units
 from iso_bench.kinds.base import Kind, WordEncoder, require
-from iso_bench.linalg import paired_cosine
+from iso_bench.numerics.linalg import paired_cosine
+from iso_bench.numerics.stats import Units
 
 POS_TAGS = ("N", "V")
 LABELS = {"T": True, "F": False}

@@ -1,5 +1,6 @@
 """Post-processing methods: each module defines one method and registers it with ``@register`` (``glow`` and
-``glow_trainer`` hold the flow's Glow architecture and its training, and register nothing).
+``glow_trainer`` hold the flow's Glow architecture and its training, ``flow_archs`` its two architectures; they
+register nothing).
 
 Importing this package imports every module in it (other than ``base``), so a new method is one new
 file. Importing is cheap: torch and scikit-learn are imported inside ``fit`` of the methods that need
@@ -28,6 +29,7 @@ from iso_bench.methods.base import (
     Method,
     MethodError,
     NotFittedError,
+    canonical_spec,
     make_method,
     method_names,
     parse_spec,
@@ -44,5 +46,7 @@ def _discover() -> None:
 
 _discover()
 
-__all__ = ["METHODS", "Method", "MethodError", "NotFittedError", "make_method", "method_names", "parse_spec",
-           "register"]
+from iso_bench.methods.contract import check_method, method_checks  # noqa: E402 - after the methods it checks
+
+__all__ = ["METHODS", "Method", "MethodError", "NotFittedError", "canonical_spec", "check_method", "make_method",
+           "method_checks", "method_names", "parse_spec", "register"]

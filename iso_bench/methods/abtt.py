@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.linalg import fix_signs, gram
 from iso_bench.methods.base import Method, register
+from iso_bench.numerics.linalg import fix_signs, gram
 
 
 def _top_directions(Xc: np.ndarray, k: int, device: str | None = None) -> np.ndarray:

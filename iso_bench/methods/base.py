@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from iso_bench.numerics.linalg import Moments, segment_sums
 from iso_bench.registry import IsoBenchError, Registry
 
 
@@ -54,7 +55,7 @@ class Method:
     device: str = "cpu"
     """Where the method computes (a torch device name, no part of the spec: set it on an instance): ``"cpu"``
     (numpy), or a CUDA device, where flow trains and the large products of fit and transform run
-    (:func:`iso_bench.linalg.matmul`). The numbers agree up to float rounding; a CUDA device without a GPU
+    (:func:`iso_bench.numerics.linalg.matmul`). The numbers agree up to float rounding; a CUDA device without a GPU
     computes on the CPU."""
 
     # ---- parameters -------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ class Method:
     # ---- fitting batch by batch (scikit-learn's partial_fit) ------------------------------------------
     def partial_fit(self, X: np.ndarray) -> Method:
         """Accumulate the fit statistics of a batch of vectors (``streams`` methods: float64 moments merged
-        exactly, :class:`iso_bench.linalg.Moments`); the learned state is computed from them on first use
+        exactly, :class:`iso_bench.numerics.linalg.Moments`); the learned state is computed from them on first use
         (``transform``, or :meth:`finalize`), and equals that of ``fit`` on every batch at once up to
         rounding. ``fit`` starts over. A method that needs all its vectors at once refuses.
 
@@ -148,8 +149,6 @@ class Method:
         >>> m.transform(np.array([[2.0]])).tolist(), m.finalize().mean_.tolist()
         ([[0.0]], [2.0])
         """
-        from iso_bench.linalg import Moments
-
         if not self.streaming():
             self._refuse("fits on all of its vectors at once, not batch by batch; fit it on the whole fit "
                          "corpus, or a sample of it (--fit-sample)")
@@ -205,8 +204,6 @@ class Method:
         array([[0.],
                [3.]])
         """
-        from iso_bench.linalg import segment_sums
-
         Z = self.transform(X)
         lengths = np.diff(np.append(starts, len(X)))
         return segment_sums(Z, starts) / lengths[:, None].astype(Z.dtype)
@@ -408,3 +405,15 @@ def make_method(spec: str) -> tuple[Method, str]:
     method = cls(**params)
     method.check(None)
     return method, level
+
+
+def canonical_spec(spec: str) -> str:
+    """The spec a variant is named by: the method's own spec (parameters that differ from the defaults, in a
+    fixed order), with ``-level=...`` when the level is not the method's default. A run's seed is not part of
+    it (it is part of the setup); a seed the spec itself sets stays in it.
+
+    >>> canonical_spec("whiten-n_components=256"), canonical_spec("center-level=token")
+    ('whiten-256', 'center-level=token')
+    """
+    method, level = make_method(spec)
+    return method.spec + (f"-level={level}" if level != type(method).default_level else "")

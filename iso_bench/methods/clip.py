@@ -1,6 +1,6 @@
 """``clip`` ("cut the tails"): zero the outlier dimensions (Luo 2020; Luo, Kulmizev & Mao, ACL 2021).
 
-The outlier dimensions are detected from the fit corpus with :func:`iso_bench.outliers.detect_outliers`
+The outlier dimensions are detected from the fit corpus with :func:`iso_bench.numerics.outliers.detect_outliers`
 (never hard-coded: they differ between checkpoints of the "same" model), or given explicitly:
 ``clip-dims=308,381`` (or positionally, ``clip-308,381``).
 """
@@ -13,7 +13,13 @@ from typing import Any
 import numpy as np
 
 from iso_bench.methods.base import Method, register
-from iso_bench.outliers import DEFAULT_MIN_Z, default_min_fraction, detect_outliers, outlier_stats, stats_from_moments
+from iso_bench.numerics.outliers import (
+    DEFAULT_MIN_Z,
+    default_min_fraction,
+    detect_outliers,
+    outlier_stats,
+    stats_from_moments,
+)
 
 
 def _normalise_dims(dims: int | Iterable[int] | None) -> tuple[int, ...] | None:
@@ -32,14 +38,14 @@ class Clip(Method):
         dims: explicit dimensions to zero; ``None`` (default) detects them on the fit data. An int
             or any iterable of ints is accepted and stored as a tuple (so a spec round-trips).
         min_fraction, min_z: detection thresholds passed to
-            :func:`~iso_bench.outliers.detect_outliers` (``None`` = its documented default,
+            :func:`~iso_bench.numerics.outliers.detect_outliers` (``None`` = its documented default,
             ``min(0.5, max(10/d, 0.05))``; ``min_z`` 3 leave-one-out standard deviations).
 
     Detection needs enough fit vectors that a single vector cannot make a dimension an outlier
     (:meth:`min_vectors`: 21 for 384-d vectors); explicit dims need one.
 
     Learned state: ``dims_`` (sorted tuple, possibly empty: then clip is the identity, and says so
-    in ``dims_``), ``stats_`` (the :class:`~iso_bench.outliers.OutlierStats` used for detection,
+    in ``dims_``), ``stats_`` (the :class:`~iso_bench.numerics.outliers.OutlierStats` used for detection,
     ``None`` when ``dims`` was explicit), ``dim_``.
 
     Example:

@@ -26,8 +26,8 @@ import logging
 
 import numpy as np
 
-from iso_bench.linalg import fix_signs
 from iso_bench.methods.base import Method, register
+from iso_bench.numerics.linalg import fix_signs
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def _closest(X: np.ndarray, centroids: np.ndarray, norms: np.ndarray) -> np.ndar
         tied = np.flatnonzero(~(gap > (_rounding(X.dtype, d) + _rounding(np.float64, d))
                                 * (norms + np.sqrt(sq.max())) ** 2))
     if len(tied):
-        from scipy.cluster.vq import vq
+        from scipy.cluster.vq import vq  # lazily: scipy is slow to import
 
         labels[tied] = vq(X[tied].astype(np.float64), centroids, check_finite=False)[0]
     return labels
@@ -163,7 +163,7 @@ def _directions(members: np.ndarray, k: int) -> np.ndarray:
     vectors (sine of the largest principal angle; benchmarks/bench_cluster_pca.py prints it)."""
     m, d = members.shape
     if m > d:
-        from scipy.linalg import eigh
+        from scipy.linalg import eigh  # lazily: scipy is slow to import
 
         vals, vecs = eigh(members.T @ members, subset_by_index=[d - k, d - 1], overwrite_a=True, check_finite=False)
         sv, vt = np.sqrt(np.clip(vals[::-1], 0.0, None)), vecs[:, ::-1].T.astype(np.float64)
@@ -257,13 +257,13 @@ class ClusterPCA(Method):
             return centroids, None, None, labels
         X64 = X.astype(np.float64, copy=False)
         if self.algorithm == "gmm":
-            from sklearn.mixture import GaussianMixture
+            from sklearn.mixture import GaussianMixture  # lazily: scikit-learn is slow to import
 
             gmm = GaussianMixture(n_components=c, covariance_type="diag", random_state=self.seed).fit(X64)
             weights, variances = np.array(gmm.weights_, dtype=np.float64), np.array(gmm.covariances_, dtype=np.float64)
             centroids = np.array(gmm.means_, dtype=np.float64)
             return centroids, weights, variances, _assign(X64, centroids, weights, variances)
-        from sklearn.cluster import KMeans
+        from sklearn.cluster import KMeans  # lazily: scikit-learn is slow to import
 
         # tol=0: always the 10 iterations, as kmeans2 (and no pass over X to scale a tolerance)
         km = KMeans(n_clusters=c, init="k-means++", n_init=1, max_iter=_KMEANS_ITER, tol=0.0,
@@ -384,7 +384,7 @@ class ClusterPCA(Method):
         input (the encoder casts to float32 after pooling anyway; float32 arithmetic moves an entry by up to
         about 1e-6 of the vector's norm), float64 otherwise. Each cluster's rows are gathered ``_BLOCK`` at a
         time, centred, projected and written to their places in the output while in the CPU's cache."""
-        from scipy.linalg.blas import get_blas_funcs
+        from scipy.linalg.blas import get_blas_funcs  # lazily: scipy is slow to import
 
         self._check_fitted()
         X = self._check_input(X, fitting=False)

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.linalg import fix_signs, gram, matmul
 from iso_bench.methods.base import Method, register
+from iso_bench.numerics.linalg import fix_signs, gram, matmul
 
 _RANK_TOL = 1e-10
 

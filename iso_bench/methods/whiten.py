@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.linalg import fix_signs, gram, matmul
 from iso_bench.methods.base import Method, register
+from iso_bench.numerics.linalg import fix_signs, gram, matmul
 
 logger = logging.getLogger(__name__)
 

@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.linalg import matmul
 from iso_bench.methods.base import register
 from iso_bench.methods.whiten import Whiten
+from iso_bench.numerics.linalg import matmul
 
 WEIGHTS = ("zipf", "uniform")
 

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iso_bench.files import atomic_write_text
-from iso_bench.report.board import Leaderboard, build_leaderboard
+from iso_bench.report.board import build_leaderboard
+from iso_bench.report.cells import Leaderboard
+from iso_bench.report.html import render_html
 from iso_bench.report.plots import plot_data, plot_outliers, svg_plots, write_plots
 from iso_bench.report.results import LeaderboardError, Result, read_results, split_model_name
 from iso_bench.report.tables import (
@@ -36,7 +38,7 @@ from iso_bench.report.tables import (
 )
 
 if TYPE_CHECKING:
-    from iso_bench.outliers import OutlierReport
+    from iso_bench.numerics.outliers import OutlierReport
 
 FORMATS: tuple[str, ...] = (*RENDERERS, "html")
 HTML_INDEX = "index.html"
@@ -45,8 +47,6 @@ HTML_INDEX = "index.html"
 def render(board: Leaderboard, fmt: str = "markdown") -> str:
     """``board`` in one of :data:`FORMATS`; :class:`LeaderboardError` for another name."""
     if fmt == "html":
-        from iso_bench.report.html import render_html
-
         return render_html(board, svg_plots(board))
     if fmt not in RENDERERS:
         raise LeaderboardError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
@@ -142,7 +142,8 @@ def _cannot_write(out: Path, exc: OSError) -> str:
 
 
 def write_outlier_reports(report: OutlierReport, folder: str | Path, top: int = 5) -> list[Path]:
-    """Write ``<model>-outliers.{md,json,png}`` of an :class:`iso_bench.outliers.OutlierReport` into ``folder``.
+    """Write ``<model>-outliers.{md,json,png}`` of an :class:`iso_bench.numerics.outliers.OutlierReport` into
+    ``folder``.
 
     Returns the paths, markdown first. The markdown lists ``top`` dimensions per layer, the JSON
     ``max(top, 10)``.

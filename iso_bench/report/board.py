@@ -1,7 +1,7 @@
 """Aggregation: results into the table model of a leaderboard (plain data; :mod:`.tables` and :mod:`.plots`
 render it, so the same results always give the same bytes).
 
-A task's group and column label come from its card (:func:`iso_bench.cards.find_card`); a task without a
+A task's group and column label come from its card (:func:`iso_bench.kinds.cards.find_card`); a task without a
 card (any other MTEB task) goes to the group of its mteb task type. Ranked groups get a column per task and,
 where the group names one, a mean that is missing (–) when any of its tasks is missing, never a mean of the
 rest; diagnostics (isotropy) get a table per task, never ranked or averaged.
@@ -27,19 +27,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from iso_bench.cards import Group
+from iso_bench.kinds.cards import Group
+from iso_bench.report.cells import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table  # noqa: F401 - named here too
 from iso_bench.report.index import NO_BENCHMARK, Index, Line, place, recorded_benchmark, variant_order
 from iso_bench.report.marks import mark_notes, worst
 from iso_bench.report.provenance import provenance
 from iso_bench.report.results import LeaderboardError, Result
-from iso_bench.report.setups import replicates, row_label
+from iso_bench.report.setups import replicates
 from iso_bench.report.uncertainty import Bootstrap, annotate, spread_cells
 from iso_bench.report.units import UnitsStore
 
-PERCENT_DECIMALS = 2  # scores are shown × 100 with two decimals
 ISOTROPY_METRICS: tuple[tuple[str, str], ...] = tuple(
     (f"{level}_{key}", f"{level} {label}") for level in ("sentence", "token")
     for key, label in (("iw", "I(W)"), ("isoscore", "IsoScore"), ("isoscore_star", "IsoScore*"),
@@ -51,102 +50,6 @@ BASIS_DEPENDENT = ("sentence_iw", "token_iw")  # not determined by whitened vect
 WHITENED = {"sentence_iw": ("whiten", "zca"), "token_iw": ("whiten", "zca", "zipfian-whiten")}
 BEST = "best"
 UNCHANGED = "= raw (no dimension zeroed)"  # a tie with raw that is no gain: the variant changed nothing
-
-
-@dataclass(frozen=True)
-class Column:
-    """A data column: ``kind`` is "score" (a task), "mean" or "diagnostic"; ``fmt`` "percent" or "fraction"."""
-
-    key: str
-    label: str
-    kind: str = "score"
-    fmt: str = "percent"
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A number as shown (percent cells are already rounded), its difference from raw, and the best flag.
-
-    ``withheld``: a value that exists but means nothing for this row (I(W) of whitened vectors); shown as –
-    like a missing one, and explained in the table's notes, not in its missing note. ``mark``: "modified" or
-    "unverified" when a result the cell is computed from is (:mod:`.marks`), else "".
-
-    With intervals (:mod:`.uncertainty`), in the cell's unit (× 100 for percents, rounded like the value):
-    ``low``/``high``, its interval; ``sd``, the standard deviation across the seeds of a merged row;
-    ``delta_low``/``delta_high`` and ``p``, the paired test of ``delta``; ``q``, its p-value adjusted over the
-    table, and ``significant`` when q ≤ 5%; ``n``, the evaluation units the value is computed from (summed over
-    a mean's tasks). All None (False) where there is none.
-    """
-
-    value: float | None = None
-    delta: float | None = None
-    best: bool = False
-    withheld: bool = False
-    mark: str = ""
-    low: float | None = None
-    high: float | None = None
-    sd: float | None = None
-    delta_low: float | None = None
-    delta_high: float | None = None
-    p: float | None = None
-    q: float | None = None
-    significant: bool = False
-    n: int | None = None
-
-    @property
-    def missing(self) -> bool:
-        return self.value is None and not self.withheld
-
-
-@dataclass(frozen=True)
-class Row:
-    """One variant of one model in one setup; ``tag`` marks a role such as "best" in the model comparison;
-    ``setup`` is the setup's label where the variant has several setups, else ""."""
-
-    model: str
-    revision: str
-    variant: str
-    cells: tuple[Cell, ...]
-    tag: str = ""
-    setup: str = ""
-
-    @property
-    def label(self) -> str:
-        """``whiten``, or ``whiten [fit_corpus=train]`` where the setup tells rows apart."""
-        return row_label(self.variant, self.setup)
-
-
-@dataclass(frozen=True)
-class Table:
-    """Rows of labelled cells plus the notes and provenance shown under the table."""
-
-    title: str
-    labels: tuple[str, ...]  # which row attributes label a row: ("variant",) or ("model", "revision", "variant")
-    columns: tuple[Column, ...]
-    rows: tuple[Row, ...]
-    notes: tuple[str, ...] = ()
-    provenance: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-
-@dataclass(frozen=True)
-class Section:
-    """A heading (a model, or the comparison) with its tables; ``key`` names its files (plots)."""
-
-    title: str
-    subtitle: str
-    tables: tuple[Table, ...]
-    key: str = ""
-
-
-@dataclass(frozen=True)
-class Leaderboard:
-    """Per-model sections, then the model comparison; ``n_files`` result files went in; ``ci``: whether
-    its cells carry intervals (the renderers then add their columns)."""
-
-    sections: tuple[Section, ...]
-    n_files: int = 0
-    ci: bool = False
-    benchmarks: tuple[tuple[str, int], ...] = ()  # result files per benchmark they record (:func:`benchmark_counts`)
 
 
 def mean_label(group: Group, n_tasks: int) -> str:

@@ -1,6 +1,6 @@
 """The leaderboard as one self-contained web page (``iso-bench leaderboard DIR --format html -o site/``).
 
-The same :class:`~iso_bench.report.board.Leaderboard` the markdown renders, as ``index.html``: per model, the
+The same :class:`~iso_bench.report.cells.Leaderboard` the markdown renders, as ``index.html``: per model, the
 same tables (score, 95% interval, difference from raw, significance mark), sortable by any column and filterable
 by task group and by method; each cell's hover (its ``title``) carries what the markdown cannot fit: the
 paired test's interval, p and q, the number of evaluation units, the spread across seeds, the fit corpus of the
@@ -20,19 +20,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from iso_bench.report.board import Cell, Column, Leaderboard, Row, Table
+from iso_bench.methods import METHODS
+from iso_bench.report.cells import Cell, Column, Leaderboard, Row, Table
 from iso_bench.report.marks import MARKS
 from iso_bench.report.tables import MINUS, MISSING, _bounded, _label, benchmark_lines, format_cell, format_delta
+from iso_bench.results.benchmark import bibtex
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def render_html(board: Leaderboard, plots: Mapping[str, str] | None = None) -> str:
     """``board`` as an HTML page; ``plots`` maps a section's key to its inline SVG (text)."""
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-    from markupsafe import Markup
-
-    from iso_bench.benchmark import bibtex
+    from jinja2 import (  # lazily: only the web page needs it
+        Environment,
+        FileSystemLoader,
+        StrictUndefined,
+        select_autoescape,
+    )
+    from markupsafe import Markup  # lazily: only the web page needs it
 
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
@@ -67,8 +72,6 @@ def _table(table: Table, table_id: str, section: str) -> dict[str, Any]:
 
 def _method(row: Row) -> str:
     """The method a row shows (its variant's method name): what the method filter selects."""
-    from iso_bench.methods import METHODS
-
     spec = row.variant
     names = sorted((n for n in METHODS if spec == n or spec.startswith(n + "-")), key=len)
     return names[-1] if names else spec

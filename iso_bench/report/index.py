@@ -5,7 +5,7 @@ A row (:class:`Line`) is a variant in one setup (:mod:`.setups`); with ``merge``
 differ only in seed become one row, whose values are the mean over its seeds (never over fewer: a row missing a
 task in any seed misses it). Plain data, no rendering; :mod:`.board` builds the tables from it.
 
-Where the results record more than one benchmark definition (:mod:`iso_bench.benchmark`: another version, other
+Where the results record more than one benchmark definition (:mod:`iso_bench.results.benchmark`: another version, other
 method defaults, or none recorded), the benchmark is part of every setup (``benchmark=iso-bench v1 @853d756f7d4b``):
 a variant's results of two definitions are two rows, never averaged, and every row of a definition other than
 the board's reference (this iso-bench's own where any result records it, else the one most results record) is
@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from iso_bench.cards import Group, cards, find_card, group_of_type
+from iso_bench.kinds.cards import Group, cards, find_card, group_of_type
 from iso_bench.report.marks import worst
 from iso_bench.report.results import Result
 from iso_bench.report.setups import (
@@ -38,6 +38,7 @@ from iso_bench.report.setups import (
     setup_labels,
     setup_order,
 )
+from iso_bench.results.benchmark import NAME, definition_sha256
 
 
 class Line(NamedTuple):
@@ -84,7 +85,7 @@ def place(task: str, results: Sequence[Result] = ()) -> tuple[Group, str]:
 
 def _mteb_type(task: str) -> str | None:
     try:
-        import mteb
+        import mteb  # lazily: mteb takes seconds to import
 
         return str(mteb.get_task(task).metadata.type)
     except Exception:  # not an mteb task, or mteb cannot load it: the task goes to "other tasks"
@@ -119,7 +120,6 @@ def tag_benchmarks(results: Sequence[Result]) -> tuple[list[Result], str | None]
     counts = Counter(labels)
     if len(counts) < 2:
         return list(results), None
-    from iso_bench.benchmark import NAME, definition_sha256
 
     own = f"{NAME} @{definition_sha256()[:12]}"
     reference = own if own in counts else min(counts, key=lambda label: (-counts[label], label))

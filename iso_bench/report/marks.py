@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from iso_bench.result_files import MODIFIED, OLDER, UNVERIFIED
+from iso_bench.results.result_files import MODIFIED, OLDER, UNVERIFIED
 
 if TYPE_CHECKING:
-    from iso_bench.report.board import Cell
+    from iso_bench.report.cells import Cell
     from iso_bench.report.results import Result
 
 MARKS = {MODIFIED: "†", UNVERIFIED: "°", OLDER: "‡"}  # shown after a cell computed from such a result
@@ -41,7 +41,8 @@ def mark_notes(columns: Sequence[Sequence[Cell]], results: Sequence[Result]) -> 
     units = ", ".join(sorted({r.file for r in results if r.units_check == MODIFIED}))
     if MODIFIED in shown and units:
         notes.append(f"{MARKS[MODIFIED]} = modified: computed from a result whose units file no longer matches the "
-                     "sha256 recorded for it (iso_bench.instances.sha256), so the units were changed after its run; "
+                     "sha256 recorded for it (iso_bench.results.instances.sha256), so the units were changed after "
+                     "its run; "
                      f"shown because of --accept-modified, without interval or test ({units}).")
     if UNVERIFIED in shown:
         notes.append(f"{MARKS[UNVERIFIED]} = unverified: computed from a result file without a digest (written by "

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iso_bench.files import atomic_write_bytes
-from iso_bench.report.board import Leaderboard, Section
+from iso_bench.report.cells import Leaderboard, Section
 from iso_bench.report.escape import plot_text
 
 if TYPE_CHECKING:
-    from iso_bench.outliers import OutlierReport
+    from iso_bench.numerics.outliers import OutlierReport
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,10 @@ def plot_data(section: Section) -> Plot | None:
 
 
 def _pyplot() -> Any:
-    import matplotlib
+    import matplotlib  # lazily: matplotlib is slow to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazily: matplotlib is slow to import
 
     return plt
 
@@ -215,7 +215,7 @@ def _place_labels(ax: Any, texts: list[tuple[float, float, str]], line_px: float
 
 def plot_outliers(report: OutlierReport, path: str | Path, top: int = 5) -> None:
     """Heatmap PNG: layers by the union of each layer's top dimensions, coloured by extreme-value fraction."""
-    import numpy as np
+    import numpy as np  # lazily: numpy stays out of light commands
 
     plt = _pyplot()
     dims = sorted({j for r in report.layers for j in r.stats.top(top)})

@@ -1,9 +1,9 @@
 """Resampled scores of results: every result's main score on each bootstrap resample of its evaluation units
 (:mod:`.units`), the percentile interval of such draws, and the paired difference of two, as
-:mod:`iso_bench.stats` computes them (:func:`~iso_bench.stats.confidence_interval`,
-:func:`~iso_bench.stats.paired_difference`) but drawn once per result and shared by every cell that needs it.
+:mod:`iso_bench.numerics.stats` computes them (:func:`~iso_bench.numerics.stats.confidence_interval`,
+:func:`~iso_bench.numerics.stats.paired_difference`) but drawn once per result and shared by every cell that needs it.
 
-A resample matrix (:func:`iso_bench.stats.bootstrap_indices`) is drawn once per size, design and strata, and
+A resample matrix (:func:`iso_bench.numerics.stats.bootstrap_indices`) is drawn once per size, design and strata, and
 the Spearman scores of all the variants of one task (STS, the bulk of a table) are computed together on it
 (:func:`spearman_together`), the gold's ranks once for all.
 
@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from iso_bench import stats
+from iso_bench.numerics import stats
 from iso_bench.report.units import Design, Sample, UnitsStore, design_of, misaligned
-from iso_bench.result_files import MODIFIED
+from iso_bench.results.result_files import MODIFIED
 
 if TYPE_CHECKING:
     from iso_bench.report.index import Index, Line
     from iso_bench.report.results import Result
 
-MAX_UNDEFINED = 0.01  # as iso_bench.stats: more undefined resamples than this and there is no interval
+MAX_UNDEFINED = 0.01  # as iso_bench.numerics.stats: more undefined resamples than this and there is no interval
 MODIFIED_REASON = "a result it is computed from was changed after its run (†)"
 Draws = np.ndarray  # (B,) resampled scores, fractions; NaN where the statistic is undefined
 
@@ -37,11 +37,7 @@ def _named(statistic: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray | Non
              "wmean": lambda u, i, s: stats.wmean_spearman(u, i, s), "max_ap": lambda u, i, s: stats.max_ap(u, i)}
     if statistic in named:
         return named[statistic]
-    try:  # a statistic iso_bench.stats has no name for (pair accuracy, WSD F1): one call per resample
-        from iso_bench.instances import statistic_of
-    except ImportError:
-        return None
-    score = statistic_of(statistic)
+    score = stats.statistic_of(statistic)  # one it has no batch form for (pair accuracy, WSD F1): a call a resample
     if not callable(score):
         return None
     return lambda u, i, s: np.array([float(score(u[row])) for row in i], dtype=np.float64)
@@ -90,7 +86,7 @@ class Bootstrap:
 
     def prepare(self, results: Sequence[Result], design: Design) -> None:
         """Draw the Spearman scores of ``results`` (one task's) together where they share their gold: one index
-        matrix for all, read once per block (:func:`spearman_together`: the numbers :func:`iso_bench.stats.
+        matrix for all, read once per block (:func:`spearman_together`: the numbers :func:`iso_bench.numerics.stats.
         spearman` gives each alone, at about a third of the work)."""
         groups: dict[bytes, list[tuple[Result, Sample]]] = {}
         for r in results:
@@ -166,7 +162,7 @@ def _ranker(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarr
 def _centred_ranks(weights: np.ndarray, ranker: tuple[np.ndarray, np.ndarray | None, np.ndarray]) -> np.ndarray:
     """Twice each unit's average rank minus (n + 1), in every resample whose unit multiplicities are the rows of
     ``weights`` ``(B, n)``: the number drawn below it twice, plus the number equal to it, minus n (the same
-    integers as :func:`iso_bench.stats.spearman` ranks with)."""
+    integers as :func:`iso_bench.numerics.stats.spearman` ranks with)."""
     order, starts, back = ranker
     counts = np.take(weights, order, axis=1)
     if starts is not None:
@@ -180,7 +176,8 @@ def _centred_ranks(weights: np.ndarray, ranker: tuple[np.ndarray, np.ndarray | N
 
 def spearman_together(predictions: Sequence[np.ndarray], gold: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """``(len(predictions), B)``: the Spearman correlation of each prediction column with ``gold`` on each
-    resample of ``idx``, equal to :func:`iso_bench.stats.spearman` of each alone (NaN where a column is constant).
+    resample of ``idx``, equal to :func:`iso_bench.numerics.stats.spearman` of each alone (NaN where a column is
+    constant).
 
     A resample is read as the multiplicity of each unit (shared by every prediction), so the gold's ranks are
     computed once per block and each prediction's take one sort order, a cumulative sum and two gathers; all
@@ -220,7 +217,7 @@ def percentile(draws: Draws, level: float) -> tuple[float, float] | str:
 
 
 def paired(a: Draws, b: Draws, level: float) -> tuple[float, float, float] | str:
-    """``(low, high, p)`` of ``a - b`` over the resamples defined for both, as :func:`iso_bench.stats.
+    """``(low, high, p)`` of ``a - b`` over the resamples defined for both, as :func:`iso_bench.numerics.stats.
     paired_difference` computes them, or why there is none."""
     ok = np.isfinite(a) & np.isfinite(b)
     missing = int(a.size - ok.sum())

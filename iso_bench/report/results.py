@@ -6,7 +6,7 @@ the last ``+``. Each task result file becomes one :class:`Result`: its main scor
 entry, the ``iso_bench`` provenance record the runner wrote into it, and its setup: the ``experiment_kwargs``
 of its experiment folder's ``model_meta.json`` (fit corpus, seed, pooling, ...), ``{}`` for a plain folder;
 and its :attr:`Result.check`: whether its scores, record and identity (model name, revision, setup, task) still
-match the digest written with them (:func:`iso_bench.result_files.check_entry`). A modified result is refused
+match the digest written with them (:func:`iso_bench.results.result_files.check_entry`). A modified result is refused
 unless ``accept_modified``.
 
 >>> sorted({r.task for r in read_results("results")})         # doctest: +SKIP
@@ -25,7 +25,7 @@ from typing import Any
 
 from iso_bench.registry import IsoBenchError
 from iso_bench.report.setups import SetupKey, setup_key
-from iso_bench.result_files import MODIFIED, OLDER, UNVERIFIED, VERIFIED, check_entry, identity
+from iso_bench.results.result_files import MODIFIED, OLDER, UNVERIFIED, VERIFIED, check_entry, identity
 
 META = "model_meta.json"
 

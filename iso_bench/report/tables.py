@@ -27,14 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from iso_bench.report.board import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Table
+from iso_bench.kinds.cards import Group, find_card
+from iso_bench.report.cells import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Table
 from iso_bench.report.escape import csv_text, latex_escape, md_code, md_text, md_url
 from iso_bench.report.marks import MARKS
 from iso_bench.report.plots import plot_data
-from iso_bench.result_files import VERIFIED
+from iso_bench.results.benchmark import CITATION_KEY, NAME, definition_sha256
+from iso_bench.results.result_files import VERIFIED
 
 if TYPE_CHECKING:
-    from iso_bench.outliers import OutlierReport
+    from iso_bench.numerics.outliers import OutlierReport
 
 MISSING = "–"  # en dash: a missing result
 MINUS = "−"  # U+2212 in markdown; CSV uses "-" and LaTeX "$-$"
@@ -156,12 +158,10 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
 
 def benchmark_lines(board: Leaderboard, escape: Callable[[str], str]) -> list[str]:
     """The benchmark this iso-bench defines, how many of the board's results record which benchmark, and how
-    to cite it (:mod:`iso_bench.benchmark`)."""
-    from iso_bench.benchmark import CITATION_KEY, NAME, definition_sha256
-
+    to cite it (:mod:`iso_bench.results.benchmark`)."""
     counts = "; ".join(f"{escape(label)}: {n}" for label, n in board.benchmarks) or "none"
     return [f"Benchmark: {NAME}, definition SHA-256 {definition_sha256()} (its tasks, main scores, fit protocol and "
-            f"method defaults: `iso_bench.benchmark.definition()`). Result files by the benchmark they record: "
+            f"method defaults: `iso_bench.results.benchmark.definition()`). Result files by the benchmark they record: "
             f"{counts}. Cite as `{CITATION_KEY}` (CITATION.cff at the repository root), with the definition's "
             "SHA-256."]
 
@@ -269,8 +269,6 @@ def summary_header(summary: Any) -> str:
     >>> summary_header(types.SimpleNamespace(model="m", revision="r", tasks=["Banking77Classification"]))
     'm @ r: main score x 100 (Banking77Classification: main score)'
     """
-    from iso_bench.cards import Group, find_card
-
     groups: dict[str, Group] = {}
     uncarded: list[str] = []
     for task in summary.tasks:

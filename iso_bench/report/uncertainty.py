@@ -8,8 +8,8 @@ paired test of each difference from raw, corrected for the many differences of a
   interval is the percentiles of those values.
 * Spread: a row merging runs that differ only in seed shows the standard deviation (ddof=1) of its seeds' values.
 * Test: a variant and its raw row scored on the *same* resamples of the same units (paired bootstrap, as
-  :func:`iso_bench.stats.paired_difference`: percentile interval of the difference and its two-sided
-  p-value); the p-values of a table are adjusted together (Benjamini-Hochberg, :func:`iso_bench.stats.
+  :func:`iso_bench.numerics.stats.paired_difference`: percentile interval of the difference and its two-sided
+  p-value); the p-values of a table are adjusted together (Benjamini-Hochberg, :func:`iso_bench.numerics.stats.
   benjamini_hochberg`), and a difference whose q-value is at most 5% is marked ``*``.
 
 Every resample matrix is drawn once per task, size and design and shared by every row scored on it; each
@@ -24,13 +24,13 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from iso_bench import stats
+from iso_bench.numerics import stats
 from iso_bench.report.resample import Bootstrap, paired, percentile
 from iso_bench.report.units import Design, design_of, recorded_interval
-from iso_bench.result_files import MODIFIED
+from iso_bench.results.result_files import MODIFIED
 
 if TYPE_CHECKING:
-    from iso_bench.report.board import Cell
+    from iso_bench.report.cells import Cell
     from iso_bench.report.index import Index, Line
     from iso_bench.report.results import Result
 

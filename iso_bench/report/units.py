@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 
 from iso_bench.report.results import LeaderboardError, Result
-from iso_bench.result_files import MODIFIED
+from iso_bench.results.result_files import MODIFIED
 
 WRITTEN_BEFORE = "written before intervals were recorded"  # by an iso-bench version that did not record them
 NOT_ISO_BENCH = "not written by an iso-bench variant (no iso_bench record)"  # another model's result file
 NO_UNITS = "no units recorded"
 SHAPES = {"spearman": "(n, 2)", "wmean": "(n, 2)", "mean": "(n,)", "max_ap": "(n, k + 1)"}
 GOLD = {"spearman": 1, "wmean": 1, "max_ap": -1, "max_accuracy": -1}  # the column aligned variants share
-DEFAULTS = {"n_resamples": 1000, "seed": 0, "level": 0.95}  # of iso_bench.stats, where a record gives none
+DEFAULTS = {"n_resamples": 1000, "seed": 0, "level": 0.95}  # of iso_bench.numerics.stats, where a record gives none
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Design:
 
 @dataclass(frozen=True, eq=False)
 class Sample:
-    """One subset's units as a statistic of :mod:`iso_bench.stats` reads them (``mean``: shape (n,))."""
+    """One subset's units as a statistic of :mod:`iso_bench.numerics.stats` reads them (``mean``: shape (n,))."""
 
     units: np.ndarray = field(repr=False)
     statistic: str
@@ -131,7 +131,8 @@ class UnitsStore:
             also = f" (and {len(more)} more: {', '.join(more[:5])}{', ...' * (len(more) > 5)})" if more else ""
             raise LeaderboardError(
                 f"{path}: its bytes no longer match the sha256 recorded for it in {r.path or r.file} "
-                f"(iso_bench.instances.sha256), so the units file was changed after its run{also}. Run it again "
+                f"(iso_bench.results.instances.sha256), so the units file was changed after its run{also}. Run it "
+                "again "
                 "(iso-bench run ... --overwrite), or pass --accept-modified (accept_modified=True) to render its "
                 "result marked † as modified, without interval")
         return out

@@ -1,6 +1,6 @@
 """Encoding what the raw-vector store lacks: chunk by chunk, under the namespace's lock, written as it goes.
 
-:class:`EncodeMissing` is the half of :class:`iso_bench.cache.EmbeddingStore` that computes vectors: a request's
+:class:`EncodeMissing` is the half of :class:`iso_bench.vectors.store.EmbeddingStore` that computes vectors: a request's
 missing texts are encoded ``flush_every`` at a time, each chunk under the namespace's encode lock after looking
 it up again (another process may have encoded it meanwhile), and written as one shard, so that a crash loses at
 most one chunk; every kind the store keeps is computed in the same forward pass. :meth:`EncodeMissing.ensure`
@@ -22,7 +22,7 @@ ENSURE_CHUNK = 50_000  # texts looked up and encoded at a time by EncodeMissing.
 
 
 class EncodeMissing:
-    """Mixed into :class:`iso_bench.cache.EmbeddingStore` (whose ``_where``, ``_known``, ``_write``,
+    """Mixed into :class:`iso_bench.vectors.store.EmbeddingStore` (whose ``_where``, ``_known``, ``_write``,
     ``_encode_lock`` and ``_keeps_tokens`` it uses)."""
 
     def ensure(self, texts: Sequence[str], desc: str = "encoding", *, task_metadata: Any = None,

@@ -26,6 +26,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -114,8 +115,6 @@ class ShardIndex:
             task: str | None = None) -> None:
         """Index a shard written whole (one transaction): its entries, each key once (a key already indexed
         in another shard keeps that one); ``task``: the task whose texts it holds, where known."""
-        import time
-
         size = (self.folder / name).stat().st_size if (self.folder / name).exists() else 0
         starts, stops = info.offsets[:-1].tolist(), info.offsets[1:].tolist()
         self._seen.setdefault(kind, set()).add(name)

@@ -1,7 +1,7 @@
 """What a cache folder holds, and pruning it: ``iso-bench cache list`` and ``iso-bench cache prune``.
 
 A cache folder holds one namespace per model, revision and extraction (``<model>/<revision>/<extraction>/``,
-see :mod:`iso_bench.cache`): shards of raw vectors by kind (sentence, tokens, span), their index, and the fits
+see :mod:`iso_bench.vectors.store`): shards of raw vectors by kind (sentence, tokens, span), their index, and the fits
 (``fits/``). :func:`namespaces` lists them with their sizes; :func:`prune` removes shards (by model, by age,
 or the oldest first down to a size) and fits, each namespace under its encode lock, so that no shard another
 process is writing or indexing is touched; the index forgets what was removed, and those texts are encoded
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from iso_bench.registry import IsoBenchError
 from iso_bench.vectors.index import ShardIndex
+from iso_bench.vectors.store import LOCK_NAME, fcntl
 
 KINDS = ("sentence", "tokens", "span")
 UNKNOWN_TASK = "(task not recorded)"  # a shard indexed from disk, written by a process killed before indexing it
@@ -81,7 +82,7 @@ def namespaces(root: str | Path) -> list[Namespace]:
 def describe(root: str | Path) -> str:
     """The table ``iso-bench cache list`` prints: per namespace, kind and task, texts, shards and bytes. A
     text two tasks share is counted under the task that encoded it first."""
-    from tabulate import tabulate
+    from tabulate import tabulate  # lazily: only the renderers need it
 
     rows = []
     every = namespaces(root)
@@ -167,9 +168,7 @@ def _size(n: int) -> str:
 
 @contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    """The namespace's encode lock (see :meth:`iso_bench.cache.EmbeddingStore._encode_lock`)."""
-    from iso_bench.cache import LOCK_NAME, fcntl
-
+    """The namespace's encode lock (see :meth:`iso_bench.vectors.store.EmbeddingStore._encode_lock`)."""
     if fcntl is None:
         yield
         return

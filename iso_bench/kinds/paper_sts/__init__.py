@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.instances import Units
 from iso_bench.kinds.base import Kind, sentence_vectors
 from iso_bench.kinds.paper_sts.data import load_sts_task
 from iso_bench.kinds.paper_sts.scoring import score_sts
-from iso_bench.linalg import paired_cosine
+from iso_bench.numerics.linalg import paired_cosine
+from iso_bench.numerics.stats import Units
 
 
 class PaperSTSKind(Kind):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from iso_bench.data import DataFormatError
+from iso_bench.data.mirror_check import DataFormatError
 from iso_bench.files import read_lines
 
 # The subsets of each year that SentEval (and the papers built on it) evaluate. STS13's SMT subset is left

@@ -17,15 +17,15 @@ from typing import Any
 import numpy as np
 
 from iso_bench.files import folder_checksum
-from iso_bench.instances import Units
 from iso_bench.kinds.base import Kind, WordEncoder, require
 from iso_bench.kinds.wsd.data import WordNetSenses, framework_paths, load_corpus
 from iso_bench.kinds.wsd.scoring import SenseCentroids, evaluate, instance_outcomes
+from iso_bench.numerics.stats import Units
 
 
 class WSDKind(Kind):
     """1-NN WSD on a framework evaluation set (``params["test_set"]``) with SemCor centroids; WordNet from
-    ``params["wordnet"]`` (a :class:`~iso_bench.data.RawSource`). Main score: F1 on the test set. Units: each
+    ``params["wordnet"]`` (a :class:`~iso_bench.data.sources.RawSource`). Main score: F1 on the test set. Units: each
     test instance's outcome (:func:`~iso_bench.kinds.wsd.scoring.instance_outcomes`)."""
 
     needs_tokens = True

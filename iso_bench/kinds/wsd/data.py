@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import NamedTuple, NoReturn
 from xml.parsers import expat
 
-from iso_bench.data import DataFormatError
+from iso_bench.data.mirror_check import DataFormatError
 from iso_bench.files import read_lines
 
 POS_TAGS = ("NOUN", "VERB", "ADJ", "ADV")

@@ -145,7 +145,7 @@ class SenseCentroids:
 
         An instance with several gold keys contributes its vector to each of them.
         """
-        from scipy import sparse
+        from scipy import sparse  # lazily: scipy is slow to import
 
         vectors = _check_vectors(vectors, len(keys), "training")
         index: dict[str, int] = {}

@@ -3,7 +3,7 @@
 The datasets library reports one bad JSON line as "An error occurred while generating the dataset"
 (the line only in its log, counted from 0), and loads a row without a ``score`` as a null that fails
 much later, at scoring time. :func:`check_mirror` reads every data file of a mirror folder first and
-raises :class:`~iso_bench.data.DataFormatError` whose message starts with ``file:line`` (1-based) and
+raises :class:`~iso_bench.data.mirror_check.DataFormatError` whose message starts with ``file:line`` (1-based) and
 names the field, so bad data stops a run before anything is loaded or encoded.
 
 The rules, for JSON-lines and JSON files (``.jsonl``, ``.json``, also gzip-compressed):
@@ -38,8 +38,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iso_bench.data import DataFormatError
 from iso_bench.files import folder_checksum
+from iso_bench.registry import IsoBenchError
+
+
+class DataFormatError(IsoBenchError, ValueError):
+    """A data file is malformed; the message starts with ``file:line`` and says what is wrong."""
+
 
 _KINDS: dict[type, str] = {
     str: "string", int: "number", float: "number", bool: "boolean",
@@ -75,7 +80,7 @@ def row_spec(task: Any) -> RowSpec | None:
     overrides ``load_data`` or ``dataset_transform`` may rename columns after loading).
     """
     try:
-        from mteb.abstasks import AbsTask, AbsTaskClassification, AbsTaskSTS
+        from mteb.abstasks import AbsTask, AbsTaskClassification, AbsTaskSTS  # lazily: mteb takes seconds to import
     except ImportError:  # pragma: no cover - mteb is a dependency
         return None
     cls = type(task)
@@ -98,7 +103,7 @@ _PASSED: set[tuple[str, str, RowSpec | None]] = set()
 def check_mirror(folder: Path, spec: RowSpec | None = None, checksum: str | None = None) -> int:
     """Check every JSON and parquet file under ``folder`` (hidden folders aside); returns how many.
 
-    Raises :class:`~iso_bench.data.DataFormatError` at the first bad row, ``file:line: ...``. ``checksum``
+    Raises :class:`~iso_bench.data.mirror_check.DataFormatError` at the first bad row, ``file:line: ...``. ``checksum``
     is the folder's :func:`~iso_bench.files.folder_checksum` when the caller has it; a folder that
     passed with the same checksum and ``spec`` is not read again.
     """
@@ -308,7 +313,7 @@ def _row_problem(row: dict[str, Any], needed: dict[str, tuple[str, ...]], spec: 
 
 
 def _arrow_kind(arrow_type: Any) -> str:
-    import pyarrow as pa
+    import pyarrow as pa  # lazily: pyarrow is slow to import
 
     if pa.types.is_dictionary(arrow_type):
         arrow_type = arrow_type.value_type
@@ -326,9 +331,9 @@ def check_parquet(path: Path, spec: RowSpec | None = None) -> int:
 
     Returns the number of rows. Rows are counted from 1 in messages (parquet has no lines).
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # lazily: pyarrow is slow to import
+    import pyarrow.compute as pc  # lazily: pyarrow is slow to import
+    import pyarrow.parquet as pq  # lazily: pyarrow is slow to import
 
     try:
         parquet = pq.ParquetFile(path)

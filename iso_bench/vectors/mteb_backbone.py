@@ -1,6 +1,6 @@
 """Raw vectors from mteb's own implementation of a model: the vectors MTEB evaluates.
 
-For a model that mteb's registry implements, :func:`~iso_bench.backbone.load_backbone` returns an
+For a model that mteb's registry implements, :func:`~iso_bench.vectors.loader.load_backbone` returns an
 :class:`MtebBackbone`. ``mteb.get_model(id, revision)`` loads the model with mteb's loader and settings, and
 every text is encoded with the prompt that mteb's wrapper gives it for the task and prompt type at hand (e5's
 ``"query: "`` / ``"passage: "``, bge's retrieval instruction, ...) and with the model's pooling, normalisation
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.backbone import KINDS, BackboneError, check_request, run_batches, span_rows
+from iso_bench.vectors.base import KINDS, BackboneError, check_request, run_batches, span_rows
 
 VARIANT_SEPARATOR = "+"  # iso-bench's variants are named "<base>+<method>" (iso_bench.mteb_plugin.SEPARATOR)
 ROUTES = ("query", "document")  # the prompt types that sentence-transformers routes to encode_query/_document
@@ -51,7 +51,7 @@ def mteb_meta(model_id: str, revision: str | None = None) -> Any | None:
     or an iso-bench variant."""
     if VARIANT_SEPARATOR in model_id or Path(model_id).is_dir():
         return None
-    import mteb
+    import mteb  # lazily: mteb takes seconds to import
 
     try:
         meta = mteb.get_model_meta(model_id, revision)
@@ -90,7 +90,8 @@ class MtebExtraction:
 
 
 class MtebBackbone:
-    """A model run by mteb's own implementation of it; the same interface as :class:`~iso_bench.backbone.Backbone`.
+    """A model run by mteb's own implementation of it; the same interface as
+    :class:`~iso_bench.vectors.hf_backbone.Backbone` (:class:`~iso_bench.vectors.base.BackboneProtocol`).
 
     Args:
         model_id: a name in mteb's model registry.
@@ -106,7 +107,7 @@ class MtebBackbone:
         meta = model.mteb_model_meta if model is not None else mteb_meta(model_id, revision)
         if meta is None:
             raise BackboneError(f"mteb has no implementation of {model_id!r} at revision {revision}; "
-                                "iso_bench.backbone.load_backbone uses iso-bench's own backbone for it")
+                                "iso_bench.vectors.loader.load_backbone uses iso-bench's own backbone for it")
         if (meta.loader_kwargs or {}).get("trust_remote_code") and not trust_remote_code and model is None:
             raise BackboneError(f"mteb's implementation of {meta.name!r} runs code from the model's repository "
                                 "(trust_remote_code=True): pass --trust-remote-code to allow it")
@@ -150,7 +151,7 @@ class MtebBackbone:
         own ``"query"`` / ``"document"`` prompt, then its default prompt. With no task, only that fallback
         applies.
         """
-        from mteb.models.abs_encoder import get_prompt_name
+        from mteb.models.abs_encoder import get_prompt_name  # lazily: mteb takes seconds to import
 
         route = _prompt_type_value(prompt_type)
         route = route if route in ROUTES else None
@@ -189,7 +190,7 @@ class MtebBackbone:
                progress: bool = True, desc: str = "encoding", task_metadata: Any = None,
                prompt_type: Any = None) -> dict[str, list[np.ndarray]]:
         """Encode ``texts`` with the prompt for ``task_metadata`` and ``prompt_type``: per requested kind, one
-        array per text, in input order (shapes as :meth:`iso_bench.backbone.Backbone.encode`). Token and
+        array per text, in input order (shapes as :meth:`iso_bench.vectors.hf_backbone.Backbone.encode`). Token and
         span vectors cover the text's own tokens only: no special tokens and no prompt tokens."""
         check_request(texts, kinds, spans)
         unable = [k for k in kinds if k not in self.kinds]
@@ -230,7 +231,7 @@ class MtebBackbone:
             if "tokens" in kinds:
                 result["tokens"] = _views([hidden[real] for hidden, _, real in aligned])
             if "span" in kinds:
-                import torch
+                import torch  # lazily: torch takes seconds to import
 
                 n = len(prompt)
                 result["span"] = [
@@ -290,8 +291,8 @@ class MtebBackbone:
                         prompt_type: Any) -> list[np.ndarray]:
         """Sentence vectors from the implementation's own ``encode``, fed as mteb feeds it: a DataLoader of
         ``{"text": [...]}`` batches, the task's metadata and the prompt type."""
-        from datasets import Dataset
-        from torch.utils.data import DataLoader
+        from datasets import Dataset  # lazily: datasets loads pyarrow
+        from torch.utils.data import DataLoader  # lazily: torch takes seconds to import
 
         if not texts:
             return []
@@ -310,8 +311,10 @@ class MtebBackbone:
 def sentence_transformer(model: Any) -> Any | None:
     """The SentenceTransformer behind an mteb implementation whose ``encode`` is mteb's plain
     sentence-transformers wrapper; None for any other implementation (its own ``encode`` may do anything)."""
-    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
-    from sentence_transformers import SentenceTransformer
+    from mteb.models.sentence_transformer_wrapper import (  # lazily: mteb takes seconds to import
+        SentenceTransformerEncoderWrapper,  # lazily: mteb takes seconds to import
+    )
+    from sentence_transformers import SentenceTransformer  # lazily: sentence-transformers loads torch
 
     plain = isinstance(model, SentenceTransformerEncoderWrapper) and (
         type(model).encode is SentenceTransformerEncoderWrapper.encode)
@@ -321,7 +324,7 @@ def sentence_transformer(model: Any) -> Any | None:
 
 def _load(meta: Any, device: str | None) -> Any:
     """``mteb.get_model`` with an error that names the model and what to do."""
-    import mteb
+    import mteb  # lazily: mteb takes seconds to import
 
     try:
         return mteb.get_model(meta.name, meta.revision, device=device)
@@ -372,14 +375,14 @@ def _prompt_type_value(prompt_type: Any) -> str | None:
 
 
 def _as_prompt_type(prompt_type: Any) -> Any:
-    from mteb.types import PromptType
+    from mteb.types import PromptType  # lazily: mteb takes seconds to import
 
     return None if prompt_type is None else PromptType(_prompt_type_value(prompt_type))
 
 
 def _no_task() -> Any:
     """Metadata for texts encoded outside any task (no task name or type matches a prompt)."""
-    from mteb.abstasks.task_metadata import TaskMetadata
+    from mteb.abstasks.task_metadata import TaskMetadata  # lazily: mteb takes seconds to import
 
     return TaskMetadata.model_construct(name="iso-bench/no-task", type=None, modalities=["text"])
 

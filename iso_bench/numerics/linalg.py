@@ -35,7 +35,7 @@ def gpu_device(device: Any) -> Any:
     """
     if device is None or not str(device).startswith("cuda"):
         return None
-    import torch
+    import torch  # lazily: torch takes seconds to import
 
     return torch.device(str(device)) if torch.cuda.is_available() else None
 
@@ -43,7 +43,7 @@ def gpu_device(device: Any) -> Any:
 def _to(dev: Any, X: np.ndarray) -> Any:
     """``X`` as a float64 tensor on ``dev``: copied in its own dtype (a float32 matrix crosses at half the
     bytes), converted there."""
-    import torch
+    import torch  # lazily: torch takes seconds to import
 
     X = np.asarray(X)
     if any(stride < 0 for stride in X.strides):  # a reversed view: torch takes no negative strides
@@ -141,7 +141,7 @@ def segment_sums(X: np.ndarray, starts: np.ndarray) -> np.ndarray:
     array([[4., 6.],
            [5., 6.]])
     """
-    from scipy.sparse import csr_matrix
+    from scipy.sparse import csr_matrix  # lazily: scipy is slow to import
 
     n = len(X)
     bounds = np.append(np.asarray(starts, dtype=np.int64), n)

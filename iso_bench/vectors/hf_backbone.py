@@ -13,7 +13,7 @@ Example:
     (384,)
 
 Which network makes the vectors is chosen by :func:`load_backbone`: a model that mteb's registry knows is
-run by mteb's own implementation of it (:mod:`iso_bench.mteb_backbone`: its prompts, pooling, normalisation
+run by mteb's own implementation of it (:mod:`iso_bench.vectors.mteb_backbone`: its prompts, pooling, normalisation
 and max length, so the raw variant is the model MTEB evaluates); any other model, or a request for a
 ``pooling`` or ``layer``, by :class:`Backbone` here.
 
@@ -35,16 +35,12 @@ import numpy as np
 
 from iso_bench.files import folder_revision
 from iso_bench.registry import IsoBenchError
+from iso_bench.vectors.base import KINDS, BackboneError, check_request, run_batches, span_rows
 
 logger = logging.getLogger(__name__)
 
 POOLINGS = ("mean", "cls", "first-last-avg")
 """The sentence poolings :class:`Extraction` accepts (``--pooling`` offers these)."""
-KINDS = ("sentence", "tokens", "span")
-
-
-class BackboneError(IsoBenchError, RuntimeError):
-    """The model cannot be loaded or run as asked; the message names the model and what to do."""
 
 
 class ExtractionError(IsoBenchError, ValueError):
@@ -89,7 +85,7 @@ def _read_json(folder_or_id: str, filename: str, revision: str | None) -> dict |
         path = local / filename
         return json.loads(path.read_text()) if path.is_file() else None
     try:
-        from transformers.utils import cached_file
+        from transformers.utils import cached_file  # lazily: transformers loads torch
 
         path = cached_file(
             folder_or_id,
@@ -144,8 +140,8 @@ class Backbone:
         extraction: Extraction | None = None,
         trust_remote_code: bool = False,
     ) -> None:
-        import torch
-        from transformers import AutoModel, AutoTokenizer
+        import torch  # lazily: torch takes seconds to import
+        from transformers import AutoModel, AutoTokenizer  # lazily: transformers loads torch
 
         self.model_id = model_id
         self.extraction = extraction or default_extraction(model_id, revision)
@@ -234,7 +230,7 @@ class Backbone:
         ``task_metadata`` and ``prompt_type`` are accepted for the common interface and ignored: this
         backbone adds no prompt.
         """
-        import torch
+        import torch  # lazily: torch takes seconds to import
 
         check_request(texts, kinds, spans)
         if not texts:
@@ -256,8 +252,8 @@ class Backbone:
         """Yield ``(states, real)`` per batch: ``states`` is a float32 array ``(n_layers + 1, batch, tokens,
         dim)`` of every hidden state (index 0 = embeddings) and ``real`` a boolean ``(batch, tokens)`` mask of
         the real, non-special tokens. For analyses over all layers that must not hold every vector at once."""
-        import torch
-        from tqdm.auto import tqdm
+        import torch  # lazily: torch takes seconds to import
+        from tqdm.auto import tqdm  # lazily: only where a bar is shown
 
         with torch.inference_mode():
             for start in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch", disable=not progress,
@@ -281,7 +277,7 @@ class Backbone:
     def _encode_batch(
         self, texts: list[str], kinds: Sequence[str], spans: list[Sequence[tuple[int, int]]] | None
     ) -> dict[str, list[np.ndarray]]:
-        import torch
+        import torch  # lazily: torch takes seconds to import
 
         enc = self.tokenizer(
             texts,
@@ -322,99 +318,3 @@ class Backbone:
             result["span"] = [span_rows(text, text_spans, hidden[i], offsets[i], real[i], self.max_length)
                               for i, (text, text_spans) in enumerate(zip(texts, spans, strict=True))]
         return result
-
-
-def check_request(texts: Sequence[str], kinds: Sequence[str], spans: Sequence[Any] | None) -> None:
-    """Refuse an unknown kind, a ``span`` request without one list of spans per text, or a non-string text."""
-    unknown = set(kinds) - set(KINDS)
-    if unknown:
-        raise ValueError(f"unknown vector kinds {sorted(unknown)}; choose from {KINDS}")
-    if "span" in kinds and (spans is None or len(spans) != len(texts)):
-        raise ValueError("the 'span' kind needs a list of (start, end) character spans per text")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"text {i} is {type(text).__name__}, not str")
-
-
-def span_rows(text: str, spans: Sequence[tuple[int, int]], hidden: Any, offsets: Any, real: Any,
-              max_length: int) -> np.ndarray:
-    """``(len(spans), dim)``: the mean vector of the real tokens that overlap each character span of
-    ``text`` (``hidden``, ``offsets`` and ``real`` are this text's rows: token vectors, character offsets
-    and the mask of real, non-special tokens)."""
-    import torch
-
-    kept_end = int(offsets[real][:, 1].max()) if bool(real.any()) else 0
-    truncated = kept_end < len(text.rstrip())
-    rows = []
-    for s, e in spans:
-        sel = real & (offsets[:, 0] < e) & (offsets[:, 1] > s)
-        if truncated and s >= kept_end:
-            # the span lies beyond max_length: no vector, marked NaN for the caller to count
-            rows.append(torch.full((hidden.shape[-1],), float("nan")))
-            continue
-        if not bool(sel.any()):
-            raise ValueError(
-                f"span {s}:{e} ({text[s:e]!r}) of text {text[:60]!r} covers no token "
-                f"(empty span, or cut off at max_length={max_length})"
-            )
-        rows.append(hidden[sel].mean(0))
-    return torch.stack(rows).numpy().astype(np.float32)
-
-
-def run_batches(n: int, order: Sequence[int], batch_size: int, kinds: Sequence[str],
-                encode_batch: Any, desc: str, progress: bool) -> dict[str, list[Any]]:
-    """Run ``encode_batch(indices)`` over ``order`` (texts sorted by length: less padding) in batches, with a
-    progress bar; its rows per kind, put back in input order."""
-    from tqdm.auto import tqdm
-
-    out: dict[str, list[Any]] = {k: [None] * n for k in kinds}
-    bar = tqdm(total=n, desc=desc, unit="text", disable=not progress, leave=False)
-    for start in range(0, len(order), batch_size):
-        idx = list(order[start : start + batch_size])
-        for kind, values in encode_batch(idx).items():
-            for j, value in zip(idx, values, strict=True):
-                out[kind][j] = value
-        bar.update(len(idx))
-    bar.close()
-    return out
-
-
-def load_backbone(model_id: str, revision: str | None = None, *, device: str | None = None,
-                  pooling: str | None = None, layer: int | None = None, trust_remote_code: bool = False,
-                  batch_size: int = 32, hidden_states: bool = False) -> Any:
-    """The backbone that makes a model's raw vectors, the one factory the runner and the mteb loader call.
-
-    A model that mteb's registry implements (and that is not an iso-bench variant) is run by that
-    implementation, :class:`~iso_bench.mteb_backbone.MtebBackbone`, unless ``pooling`` or ``layer`` asks
-    for iso-bench's own extraction; every other model by :class:`Backbone`, with its sentence-transformers
-    configuration (pooling, normalisation, max length) and at mteb's pinned revision when mteb lists one.
-    ``hidden_states=True`` (an analysis over every layer, :func:`iso_bench.outliers.analyse`) always gives
-    :class:`Backbone`. ``describe()["vectors"]`` says which path made the vectors (``"mteb"`` or ``"hf"``).
-
-    Example:
-        >>> bb = load_backbone("sentence-transformers/all-MiniLM-L6-v2")        # doctest: +SKIP
-        >>> bb.describe()["vectors"]                                          # doctest: +SKIP
-        'mteb'
-    """
-    if pooling is None and layer is None and not hidden_states:
-        from iso_bench.mteb_backbone import MtebBackbone, mteb_meta
-
-        if mteb_meta(model_id, revision) is not None:
-            return MtebBackbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
-                                batch_size=batch_size)
-    if revision is None and not Path(model_id).is_dir():
-        from mteb.models.model_implementations import MODEL_REGISTRY
-
-        base = MODEL_REGISTRY.get(model_id)
-        revision = base.revision if base is not None else None
-    extraction = default_extraction(model_id, revision)
-    if pooling is not None or layer is not None:
-        extraction = Extraction(
-            pooling=pooling or extraction.pooling,
-            layer=layer if layer is not None else extraction.layer,
-            normalize=extraction.normalize if pooling is None else False,
-            max_length=extraction.max_length,
-        )
-    backbone = Backbone(model_id, revision, device=device, extraction=extraction, trust_remote_code=trust_remote_code)
-    backbone.batch_size = batch_size
-    return backbone

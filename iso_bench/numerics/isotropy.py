@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from iso_bench.linalg import unit_rows
+from iso_bench.numerics.linalg import unit_rows
 
 
 def _as_points(X: np.ndarray, *, min_points: int = 2, min_dim: int = 1, what: str = "measure") -> np.ndarray:

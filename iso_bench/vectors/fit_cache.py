@@ -2,12 +2,12 @@
 
 A fit is determined by the raw vectors it reads and by how the method learns from them. Its file lies in the
 raw-vector namespace it was fitted from (``<cache>/<model>/<revision>/<extraction>/fits/``; see
-:mod:`iso_bench.cache`), named by the SHA-256 of its key (:func:`fit_key`):
+:mod:`iso_bench.vectors.store`), named by the SHA-256 of its key (:func:`fit_key`):
 
 - the fit corpus: its identity and record (``texts_sha256``, the sample and its seed), and each group's
   prompt type, resolved prompt and texts digest (the prompt is part of every raw vector's key);
 - the method: its class, every parameter (the seed among them) and the level it is fitted at;
-- the code that fits it: a digest of the sources of :mod:`iso_bench.methods` and :mod:`iso_bench.linalg`,
+- the code that fits it: a digest of the sources of :mod:`iso_bench.methods` and :mod:`iso_bench.numerics.linalg`,
   and the versions of numpy, scipy, scikit-learn and torch. A changed method, a new default or another
   library version makes a new key, never a stale hit.
 
@@ -40,11 +40,14 @@ import io
 import json
 import logging
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+import iso_bench.methods
+import iso_bench.numerics.linalg
 from iso_bench.files import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
@@ -65,16 +68,12 @@ class NotStorable(Exception):
 
 @lru_cache(maxsize=1)
 def code_digest() -> str:
-    """SHA-256 over the sources of :mod:`iso_bench.methods` and :mod:`iso_bench.linalg` and the versions of the
+    """SHA-256 over the sources of :mod:`iso_bench.methods` and :mod:`iso_bench.numerics.linalg` and the versions of the
     numerical libraries that fits run on: any change to how a method learns gives fits new keys."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    import iso_bench.linalg
-    import iso_bench.methods
 
     h = hashlib.sha256()
     package = Path(iso_bench.methods.__file__).parent
-    for path in [*sorted(package.glob("*.py")), Path(iso_bench.linalg.__file__)]:
+    for path in [*sorted(package.glob("*.py")), Path(iso_bench.numerics.linalg.__file__)]:
         h.update(path.name.encode() + b"\x00" + path.read_bytes() + b"\x00")
     for dist in ("numpy", "scipy", "scikit-learn", "torch"):
         try:

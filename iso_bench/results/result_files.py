@@ -8,7 +8,7 @@ run; the task result, ``model_meta.json`` and ``run_settings.jsonl`` are each wr
 file and a rename, with mteb's own bytes. Before a variant runs again, :func:`ensure_model_meta` and
 :func:`set_aside_garbled` repair what a killed run can leave: a missing or garbled ``model_meta.json``, a result
 file cut short. Beside each result, :func:`write_units_file` keeps its per-instance units (written by
-:func:`iso_bench.instances.write_instances`) and :func:`load_units` reads them back for a bootstrap. Standard
+:func:`iso_bench.results.instances.write_instances`) and :func:`load_units` reads them back for a bootstrap. Standard
 library at import; numpy and mteb are imported inside the functions that need them.
 
 Example (what a run does before it evaluates a variant again):
@@ -17,6 +17,7 @@ Example (what a run does before it evaluates a variant again):
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -26,6 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from iso_bench.faults import fault_point
+from iso_bench.files import atomic_write_bytes, atomic_write_text, remove_stale_temporaries, replacing
+from iso_bench.numerics.stats import statistic_of
 from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
@@ -49,8 +53,6 @@ class ResultsNotWritten(IsoBenchError, OSError):
     The message names the path and what to do; nothing half-written is left (each file is written whole)."""
 
     def __init__(self, path: Path, exc: OSError) -> None:
-        import errno
-
         why = "no space left on the device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
         where = Path(exc.filename).parent if getattr(exc, "filename", None) else Path(path).parent
         super().__init__(f"cannot write results to {where} ({why}); free space there or pass --results a folder "
@@ -129,7 +131,7 @@ def sign_scores(task_result: Any, record: Mapping[str, Any],
                 ident: Mapping[str, Any] | None = None) -> None:
     """Give each score entry of ``task_result`` that has no ``iso_bench`` record a copy of ``record`` (with
     ``extra[(split, hf_subset)]`` added: the entry's own ``instances`` and ``interval`` records, see
-    :func:`iso_bench.instances.write_instances`) and the entry's :func:`result_digest` under ``ident`` (the
+    :func:`iso_bench.results.instances.write_instances`) and the entry's :func:`result_digest` under ``ident`` (the
     result's :func:`identity`) as ``result_sha256``, taken from mteb's own serialisation (which rounds the
     scores), so that it equals the digest of the entry read back from the file. An entry that has a record
     keeps it as it is: scores merged from an earlier file keep the digest they were written with (or stay
@@ -194,9 +196,6 @@ def write_result(cache: Any, task_result: Any, meta: Any, encode_kwargs: Any = N
     folder's ``model_meta.json`` first (where it differs), so that no result lies without it; then the task
     result (crash-test point ``result-write`` half-way); then the merged ``run_settings.jsonl``. The
     crash-test point ``between-results`` follows the last. Returns the result file's path."""
-    from iso_bench.faults import fault_point
-    from iso_bench.files import atomic_write_text
-
     path = result_path(cache, task_result.task_name, meta)
     path.parent.mkdir(parents=True, exist_ok=True)
     meta_path, text = path.parent / META_FILE, meta_text(meta)
@@ -221,9 +220,7 @@ def _write_run_settings(path: Path, task_result: Any, encode_kwargs: Any) -> Non
     """mteb's run settings of ``task_result`` (a row per split: package versions, encode kwargs, subsets),
     merged into ``path`` by mteb's own merge in a copy that then replaces it. Nothing where the installed mteb
     writes no run settings."""
-    from mteb.cache import ResultCache
-
-    from iso_bench.files import replacing
+    from mteb.cache import ResultCache  # lazily: mteb takes seconds to import
 
     module = sys.modules[ResultCache.__module__]  # where save_to_cache finds these two
     versions, merge = (getattr(module, n, None) for n in ("_get_package_versions", "_write_and_merge_keyed_json"))
@@ -243,7 +240,7 @@ def _write_run_settings(path: Path, task_result: Any, encode_kwargs: Any) -> Non
 # <Task>.instances.npz (np.savez, no pickled objects) holds, per (split, subset) group "<split>/<subset>":
 # "<key>/units" float64 (n, k), "<key>/statistic" 0-d str, "<key>/main_score" float64 (the main score the units
 # give), and "<key>/strata" int64 (n,) with "<key>/strata_names" str (S,) where resampling keeps subsets apart.
-# The score entry's record names the file, its SHA-256 and the group (iso_bench.instances.write_instances).
+# The score entry's record names the file, its SHA-256 and the group (iso_bench.results.instances.write_instances).
 
 
 def write_units_file(target: Path, arrays: Mapping[str, Any], kept: list[dict[str, Any]]) -> str | None:
@@ -252,9 +249,7 @@ def write_units_file(target: Path, arrays: Mapping[str, Any], kept: list[dict[st
     earlier run) point to, when it is the file they were written with; a record whose file is gone or
     changed is turned into a reason instead. Returns the SHA-256 of the bytes written, which every record in
     ``kept`` then carries; ``None`` when there is nothing to write (and nothing is kept: ``target`` is removed)."""
-    import numpy as np
-
-    from iso_bench.files import atomic_write_bytes
+    import numpy as np  # lazily: numpy stays out of light commands
 
     data = target.read_bytes() if kept and target.is_file() else b""
     old = np.load(io.BytesIO(data), allow_pickle=False) if data else None
@@ -286,17 +281,15 @@ def write_units_file(target: Path, arrays: Mapping[str, Any], kept: list[dict[st
 def load_units(result_json_path: str | Path, record: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """``(units, statistic, strata)`` of a score entry, from the file its ``iso_bench`` record (or that
     record's ``instances``) names beside ``result_json_path``: the units (float64, one row per instance), the
-    statistic as :func:`iso_bench.stats.confidence_interval` takes it (a name, or a function for
-    :data:`iso_bench.instances.CUSTOM` ones) and the strata (``None`` where there are none). Raises
+    statistic as :func:`iso_bench.numerics.stats.confidence_interval` takes it (a name, or a function for
+    :data:`iso_bench.numerics.stats.CUSTOM` ones) and the strata (``None`` where there are none). Raises
     :class:`InstancesError` naming the file when none was kept, when it is missing, or when its SHA-256 is
     not the recorded one.
 
     Example:
         >>> units, statistic, strata = load_units(path, entry["iso_bench"])              # doctest: +SKIP
     """
-    import numpy as np
-
-    from iso_bench.instances import statistic_of
+    import numpy as np  # lazily: numpy stays out of light commands
 
     info = record.get("instances", record) if isinstance(record, Mapping) else None
     result = Path(result_json_path)
@@ -336,8 +329,6 @@ def ensure_model_meta(cache: Any, meta: Any) -> bool:
     run killed while mteb wrote it leaves. The leaderboard and mteb read the variant's name and setup from this
     file. A folder that does not exist yet is left alone (its first result writes the file). Returns whether
     the file was rewritten."""
-    from iso_bench.files import atomic_write_text
-
     path = variant_folder(cache, meta) / META_FILE
     if not path.parent.is_dir():
         return False
@@ -362,9 +353,7 @@ def set_aside_garbled(cache: Any, meta: Any, stale_after: float = 3600.0) -> lis
     :func:`iso_bench.files.remove_stale_temporaries`). mteb stops on an unreadable result
     (``overwrite_strategy="only-missing"`` loads it and raises); set aside, the result is missing, so it is
     computed and written again. Returns the new paths."""
-    from mteb.results import TaskResult
-
-    from iso_bench.files import remove_stale_temporaries
+    from mteb.results import TaskResult  # lazily: mteb takes seconds to import
 
     folder = variant_folder(cache, meta)
     if not folder.is_dir():

@@ -1,4 +1,4 @@
-"""The statistics of :mod:`iso_bench.stats`, each scored on a batch of resamples at once: an index matrix
+"""The statistics of :mod:`iso_bench.numerics.stats`, each scored on a batch of resamples at once: an index matrix
 ``(B, n)`` of drawn units in, ``B`` scores out, in blocks of bounded memory. Spearman's ranks are computed by
 counting, never sorting, and the ranks of a task's gold column are kept for the next variant.
 """

@@ -26,6 +26,12 @@ import hashlib
 import json
 from typing import Any
 
+from iso_bench.kinds.cards import cards
+from iso_bench.methods import make_method
+
+DEFAULT_METHODS = ("raw", "center", "clip", "abtt", "whiten", "whiten-256", "cluster-pca", "flow", "zscore", "zca",
+                   "zipfian-whiten", "softdecay")
+"""The methods a run, a registered model and the benchmark use when none are named."""
 NAME = "iso-bench v1"
 UNRANKED_SUITES = ("isotropy",)  # diagnostics: reported, never ranked or averaged
 FIT_CORPUS = "task"
@@ -44,10 +50,6 @@ BIBTEX = """@software{isobench2026,
 def definition() -> dict[str, Any]:
     """The benchmark as data: its tasks (ranked and unranked, in card order, each with its main score), the
     fit protocol and every default method with its resolved parameters and level."""
-    from iso_bench.cards import cards
-    from iso_bench.methods import make_method
-    from iso_bench.mteb_plugin import DEFAULT_METHODS
-
     tasks = [{"task": c.name, "suite": c.suite, "kind": c.kind, "main_score": c.group.metric,
               "ranked": c.group.ranked and c.suite not in UNRANKED_SUITES} for c in cards()]
     methods = {}

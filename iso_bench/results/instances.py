@@ -29,92 +29,21 @@ import functools
 import inspect
 import logging
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from iso_bench import stats
-from iso_bench.result_files import INSTANCES_SUFFIX, InstancesError, load_units  # noqa: F401 - the reader, here too
+from iso_bench.numerics import stats
+from iso_bench.numerics.stats import CUSTOM, Units, max_accuracy, statistic_of, wsd_f1  # noqa: F401 - named here too
+from iso_bench.results.result_files import INSTANCES_SUFFIX, InstancesError, load_units, result_path, write_units_file  # noqa: F401 - the reader, here too
 
 logger = logging.getLogger(__name__)
 
-N_RESAMPLES = 1000  # bootstrap resamples of the recorded interval
-SEED = 0  # seed of the resample indices (iso_bench.stats.bootstrap_indices)
+N_RESAMPLES = 1000  # bootstrap resamples of the recorded interval, unless the encoder says (``--resamples``)
+SEED = 0  # seed of the resample indices (iso_bench.numerics.stats.bootstrap_indices)
 LEVEL = 0.95
 TOLERANCE = 1e-9  # largest |recomputed - reported| main score for which the units are kept
 SUPPORTED = ("STS", "PairClassification", "Classification", "Retrieval", "Reranking")
-
-
-@dataclass(frozen=True)
-class Units:
-    """The units of one score entry: ``units`` (n rows) and the ``statistic`` whose value on all of them is
-    the main score (rounded to ``decimals`` where mteb rounds it); ``strata`` (one code per unit, named by
-    ``strata_names``) when resampling keeps subsets apart."""
-
-    units: np.ndarray
-    statistic: str
-    strata: np.ndarray | None = None
-    strata_names: tuple[str, ...] = ()
-    decimals: int | None = None
-
-    def __post_init__(self) -> None:
-        u = np.asarray(self.units, dtype=np.float64)
-        object.__setattr__(self, "units", u.reshape(len(u), -1))
-        if self.strata is not None:
-            object.__setattr__(self, "strata", np.asarray(self.strata, dtype=np.int64))
-
-    def main_value(self) -> float:
-        """The statistic on every unit (rounded as mteb rounds): what the main score must equal."""
-        u, idx = self.units, np.arange(len(self.units))[None, :]
-        batch = {"spearman": stats.spearman, "max_ap": stats.max_ap, "mean": lambda v, i: stats.mean(v[:, 0], i),
-                 "wmean": lambda v, i: stats.wmean_spearman(v, i, self.strata)}.get(self.statistic)
-        value = float(batch(u, idx)[0]) if batch else float(CUSTOM[self.statistic](u))
-        return value if self.decimals is None else round(value, self.decimals)
-
-
-# ---- statistics that iso_bench.stats has no name for -------------------------------------------------
-
-
-def max_accuracy(units: np.ndarray) -> float:
-    """Best-threshold accuracy over the score columns ``units[:, :-1]`` (label last), as mteb's pair
-    classification finds it: thresholds lie between distinct adjacent scores only (never splitting ties),
-    pairs above one are predicted similar, and the best accuracy starts at 0.
-
-    >>> max_accuracy(np.array([[0.9, 1], [0.8, 0], [0.7, 1], [0.1, 0]]))   # cut below 0.7: 3 of 4 right
-    0.75
-    """
-    labels = units[:, -1]
-    n, negatives, best = len(labels), float(len(labels) - labels.sum()), 0.0
-    for column in units[:, :-1].T:
-        order = np.argsort(-column, kind="stable")
-        s, y = column[order], labels[order]
-        cuts = np.flatnonzero(s[:-1] != s[1:])
-        if cuts.size:
-            above = np.cumsum(y)[cuts]
-            best = max(best, float(((above + negatives - (cuts + 1 - above)) / n).max()))
-    return best
-
-
-def wsd_f1(units: np.ndarray) -> float:
-    """F1 of the WSD scorer from per-instance ``[correct, answered]``: P = C/A, R = C/N, F1 = 2PR/(P+R)
-    (0 when P + R is 0; NaN when nothing is answered), as ``Scorer.java`` computes it.
-
-    >>> wsd_f1(np.array([[1.0, 1], [0, 1], [0, 0]]))   # P 1/2, R 1/3
-    0.4
-    """
-    correct, answered = float(units[:, 0].sum()), float(units[:, 1].sum())
-    p, r = (correct / answered if answered else float("nan")), correct / len(units)
-    return 0.0 if p + r == 0 else 2 * p * r / (p + r)
-
-
-CUSTOM = {"max_accuracy": max_accuracy, "wsd_f1": wsd_f1}
-
-
-def statistic_of(name: str) -> stats.Score:
-    """What :func:`iso_bench.stats.confidence_interval` takes for a recorded statistic name: the name itself
-    for its named statistics, the python function for :data:`CUSTOM` ones."""
-    return CUSTOM.get(name, name)
 
 
 # ---- capture on mteb's task classes --------------------------------------------------------------------
@@ -145,14 +74,32 @@ class _Capture:
 _ACTIVE: list[_Capture] = []
 
 
-def _tracked(model: Any) -> bool:
-    return __import__("iso_bench.mteb_plugin", fromlist=["tracked"]).tracked(model)
+_ENCODERS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def track(meta: Any, encoder: Any) -> None:
+    """Remember which encoder a variant's ``ModelMeta`` belongs to, so that the results mteb writes for it
+    carry the encoder's provenance record (see :func:`iso_bench.mteb_plugin.install_result_hook`)."""
+    _ENCODERS[id(meta)] = encoder
+
+
+def encoder_of(meta: Any) -> Any | None:
+    """The encoder :func:`track` paired with ``meta``, while it still holds that ``ModelMeta``; else None."""
+    encoder = _ENCODERS.get(id(meta))
+    return encoder if encoder is not None and getattr(encoder, "mteb_model_meta", None) is meta else None
+
+
+def tracked(model: Any) -> bool:
+    """Whether ``model`` is an iso-bench variant whose results carry iso-bench's records: an encoder that
+    :func:`track` paired with the ``ModelMeta`` it holds."""
+    meta = getattr(model, "mteb_model_meta", None)
+    return meta is not None and _ENCODERS.get(id(meta)) is model
 
 
 def keep_units(model: Any, task_name: str, split: str, subset: str, units: Units | str | None) -> None:
     """Remember the units (or the reason there are none) of one subset a tracked variant was just scored on;
     the next result written for that variant and task records them. Untracked models keep nothing."""
-    if _tracked(model):
+    if tracked(model):
         reason = "the task kind keeps no per-instance values"
         _STORES.setdefault(model, {})[(task_name, split, subset)] = _Group(reason if units is None else units)
 
@@ -162,7 +109,7 @@ def _context(original: Any, reason: str | None = None) -> Any:
 
     @functools.wraps(original)
     def wrapper(self: Any, model: Any, *args: Any, **kwargs: Any) -> Any:
-        if not _tracked(model):
+        if not tracked(model):
             return original(self, model, *args, **kwargs)
         key = (self.metadata.name, kwargs.get("hf_split"), kwargs.get("hf_subset"))
         store = _STORES.setdefault(model, {})
@@ -190,7 +137,7 @@ def listed_columns(data_split: Any) -> Any:
     name, come back as python lists read at once (what ``datasets`` before 4.0 returned, and mteb reads
     either), instead of a ``Column`` that formats its rows one by one (30 ms for an STS task's 3,000 scores,
     a second per run of 56 results). The same rows and values; anything else is returned unchanged."""
-    from datasets import Dataset
+    from datasets import Dataset  # lazily: datasets loads pyarrow
 
     if type(data_split) is not Dataset or data_split._format_type is not None:
         return data_split
@@ -201,8 +148,8 @@ def listed_columns(data_split: Any) -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _listed_class() -> type:
-    from datasets import Dataset, Value
-    from datasets.formatting import query_table
+    from datasets import Dataset, Value  # lazily: datasets loads pyarrow
+    from datasets.formatting import query_table  # lazily: datasets loads pyarrow
 
     class ListedColumns(Dataset):
         def __getitem__(self, key: Any) -> Any:
@@ -238,10 +185,12 @@ def install_capture() -> None:
     """Wrap the methods of mteb's STS, pair classification, classification and retrieval task classes that
     receive the per-instance values (and ``_evaluate_subset``, which gives them their split and subset).
     Idempotent."""
-    from mteb.abstasks.classification import AbsTaskClassification as Clf
-    from mteb.abstasks.pair_classification import AbsTaskPairClassification as Pair
-    from mteb.abstasks.retrieval import AbsTaskRetrieval as Ret
-    from mteb.abstasks.sts import AbsTaskSTS as STS
+    from mteb.abstasks.classification import AbsTaskClassification as Clf  # lazily: mteb takes seconds to import
+    from mteb.abstasks.pair_classification import (  # lazily: mteb takes seconds to import
+        AbsTaskPairClassification as Pair,  # lazily: mteb takes seconds to import
+    )
+    from mteb.abstasks.retrieval import AbsTaskRetrieval as Ret  # lazily: mteb takes seconds to import
+    from mteb.abstasks.sts import AbsTaskSTS as STS  # lazily: mteb takes seconds to import
 
     cross = "cross-validation: every fold scores other examples, so no example has one value per run"
     for cls, name, wrap in ((STS, "_evaluate_subset", _context), (Pair, "_evaluate_subset", _context),
@@ -324,7 +273,7 @@ def _retrieval_units(task: Any, parts: list[dict[str, Any]], main: str) -> Units
         key = _PYTREC[metric] + k
         return Units([q[key] for q in part["scores"].values()], "mean", decimals=5)
     if metric == "mrr" and k.isdigit() and not getattr(task, "skip_first_result", False):
-        from mteb._evaluators.retrieval_metrics import mrr
+        from mteb._evaluators.retrieval_metrics import mrr  # lazily: mteb takes seconds to import
 
         return Units(mrr(part["qrels"], part["results"], [int(k)])[f"MRR@{k}"], "mean")
     return f"main score {main}: no per-query values of it are kept (no interval)"
@@ -333,20 +282,21 @@ def _retrieval_units(task: Any, parts: list[dict[str, Any]], main: str) -> Units
 # ---- the file beside each result, and the records ------------------------------------------------------
 
 
-def interval_record(units: Units) -> dict[str, Any]:
-    """The ``interval`` record of a score entry: :func:`iso_bench.stats.confidence_interval` of ``units`` with
-    the module's :data:`N_RESAMPLES`, :data:`SEED` and :data:`LEVEL` (read at each call); where the bootstrap
-    refuses the units (too few, too many undefined resamples) the bounds are null and ``reason`` says why."""
-    base = {"level": LEVEL, "n_resamples": N_RESAMPLES, "seed": SEED, "method": "percentile"}
+def interval_record(units: Units, n_resamples: int = N_RESAMPLES) -> dict[str, Any]:
+    """The ``interval`` record of a score entry: :func:`iso_bench.numerics.stats.confidence_interval` of
+    ``units`` with ``n_resamples`` (the encoder's, ``--resamples``), :data:`SEED` and :data:`LEVEL`; where the
+    bootstrap refuses the units (too few, too many undefined resamples) the bounds are null and ``reason`` says
+    why."""
+    base = {"level": LEVEL, "n_resamples": n_resamples, "seed": SEED, "method": "percentile"}
     try:
-        ci = stats.confidence_interval(units.units, statistic_of(units.statistic), N_RESAMPLES, SEED, LEVEL,
+        ci = stats.confidence_interval(units.units, statistic_of(units.statistic), n_resamples, SEED, LEVEL,
                                        units.strata)
     except stats.StatsError as exc:
         return {**base, "low": None, "high": None, "estimate": None, "n_undefined": None, "reason": str(exc)}
     return {**base, "low": ci.low, "high": ci.high, "estimate": ci.estimate, "n_undefined": ci.n_undefined}
 
 
-def _verified(group: _Group | None, reported: Any, missing: str, where: str) -> _Group | str:
+def _verified(group: _Group | None, reported: Any, missing: str, where: str, n_resamples: int) -> _Group | str:
     """``group`` when its units give the reported main score to :data:`TOLERANCE` (its interval computed
     then, once), else the reason it is not kept."""
     if group is None or isinstance(group.source, str):
@@ -356,8 +306,8 @@ def _verified(group: _Group | None, reported: Any, missing: str, where: str) -> 
                   f"result's ({reported!r}) by more than {TOLERANCE}")
         logger.warning("%s: %s; no per-instance values are kept", where, reason)
         return reason
-    if group.interval is None:
-        group.interval = interval_record(group.source)
+    if group.interval is None or group.interval["n_resamples"] != n_resamples:
+        group.interval = interval_record(group.source, n_resamples)
     return group
 
 
@@ -375,15 +325,14 @@ def _arrays(key: str, group: _Group) -> dict[str, np.ndarray]:
 def write_instances(cache: Any, task_result: Any, meta: Any, encoder: Any, task_type: str | None = None
                     ) -> dict[tuple[str, str], dict[str, Any]]:
     """Write ``<Task>.instances.npz`` beside the result of ``task_result``
-    (:func:`iso_bench.result_files.write_units_file`) and return, per (split, subset) of each score entry
+    (:func:`iso_bench.results.result_files.write_units_file`) and return, per (split, subset) of each score entry
     without an ``iso_bench`` record, its ``instances`` and ``interval`` records. The groups of entries merged
     from an earlier run are carried over, and their records get the new file's SHA-256."""
-    from iso_bench.result_files import result_path, write_units_file
-
     name = task_result.task_name
     target = result_path(cache, name, meta).with_name(name + INSTANCES_SUFFIX)
     store = _STORES.get(encoder, {})
     missing = _no_units(task_type, name)
+    n_resamples = int(getattr(encoder, "n_resamples", N_RESAMPLES))  # the encoder's --resamples
     arrays: dict[str, np.ndarray] = {}
     outcome: dict[tuple[str, str], tuple[str, _Group | str]] = {}
     kept: list[dict[str, Any]] = []
@@ -396,7 +345,8 @@ def write_instances(cache: Any, task_result: Any, meta: Any, encoder: Any, task_
                     kept.append(info)
                 continue
             key = f"{split}/{subset}"
-            found = _verified(store.get((name, split, subset)), entry.get("main_score"), missing, f"{name} {key}")
+            found = _verified(store.get((name, split, subset)), entry.get("main_score"), missing, f"{name} {key}",
+                              n_resamples)
             outcome[(split, subset)] = (key, found)
             if isinstance(found, _Group):
                 arrays.update(_arrays(key, found))

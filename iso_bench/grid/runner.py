@@ -6,7 +6,7 @@ revision, extraction, method, fit corpus, data source) into every score entry of
 under the key ``"iso_bench"``.
 
 Example:
-    >>> from iso_bench.runner import RunConfig, run                      # doctest: +SKIP
+    >>> from iso_bench.grid.runner import RunConfig, run                      # doctest: +SKIP
     >>> summary = run(RunConfig(methods=["raw", "whiten"], tasks=["STSBenchmark"]))  # doctest: +SKIP
 """
 
@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iso_bench.checks import check_device, check_methods, check_results_dir, output_dims, set_threads
+from iso_bench.data.fit_corpus import TRAIN, CorpusProvider, task_text_groups
+from iso_bench.data.sources import mirror_dir, use_source
 from iso_bench.grid.plan import RunConfig, RunStopped, RunSummary  # noqa: F401 - the runner's public names
 from iso_bench.grid.plan import canonical_spec as _canonical
 from iso_bench.grid.plan import complete as _complete  # noqa: F401 - named here for tests and callers
@@ -28,6 +31,13 @@ from iso_bench.grid.plan import seeded as _seeded
 from iso_bench.grid.plan import stopped as _stopped
 from iso_bench.grid.plan import variant_meta_of as _variant_meta
 from iso_bench.grid.tasks import build_task, get_task, resolve  # noqa: F401 - get_task: named here for callers
+from iso_bench.methods import METHODS, make_method
+from iso_bench.mteb_plugin import ResultsNotWritten, install_result_hook, variant_name
+from iso_bench.vectors.loader import (
+    load_backbone,
+    peek_revision,  # lazily: the loader names the backbones (numpy, json)
+)
+from iso_bench.vectors.store import EmbeddingStore, default_cache_dir, default_token_cache_texts
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +69,6 @@ class _Once(logging.Filter):
 
 def run(cfg: RunConfig) -> RunSummary:
     """Evaluate every method of ``cfg.methods`` on every task of ``cfg.tasks``; see :class:`RunConfig`."""
-    from iso_bench.methods import METHODS
-
     mteb_log = logging.getLogger("mteb.abstasks.abstask")
     method_logs = [logging.getLogger(m) for m in sorted({METHODS.get(name).__module__ for name in METHODS})]
     superseded, once = _DropSuperseded(), _Once()
@@ -86,8 +94,6 @@ def normalized_model(model: str) -> str:
 
 def _normalized(cfg: RunConfig) -> RunConfig:
     """The model named as :func:`normalized_model` says; the variant names are checked before any work."""
-    from iso_bench.mteb_plugin import variant_name
-
     cfg = dataclasses.replace(cfg, model=normalized_model(cfg.model))
     for spec in cfg.methods:
         variant_name(cfg.model, spec)
@@ -111,10 +117,6 @@ class _Prepared:
 
 def _prepare(cfg: RunConfig) -> _Prepared:
     """Check every input before any work and load the tasks; the model is not loaded here (see :func:`_load`)."""
-    from iso_bench.checks import check_device, check_methods, check_results_dir, output_dims, set_threads
-    from iso_bench.data import mirror_dir, use_source
-    from iso_bench.fit_corpus import CorpusProvider
-
     refs = list(cfg.task_refs) or resolve(list(cfg.tasks))  # suites, tasks, mteb benchmarks
     check_results_dir(cfg.results_dir)
     check_device(cfg.device)
@@ -130,35 +132,14 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
     corpus.add_tasks(tasks)
     corpus.check(tasks if any(type(m).fitted for m, _ in made) else ())  # e.g. "train" of a task without one
-    return _Prepared(tasks, sources, corpus, peek_revision(cfg), dims.get("sentence"))
+    return _Prepared(tasks, sources, corpus, revision_of(cfg), dims.get("sentence"))
 
 
-def peek_revision(cfg: RunConfig) -> str | None:
-    """The revision the backbone will record, where it is known without loading the model: mteb's pinned
-    revision of a model mteb runs, a local folder's checksum, the commit of the cached config; else None."""
-    from iso_bench.files import folder_revision
-    from iso_bench.mteb_backbone import mteb_meta
-
-    folder = Path(cfg.model)
-    if folder.is_dir():
-        return folder_revision(folder)
-    if cfg.pooling is None and cfg.layer is None:
-        meta = mteb_meta(cfg.model, cfg.revision)
-        if meta is not None:
-            return meta.revision
-    try:
-        from transformers import AutoConfig
-
-        revision = cfg.revision
-        if revision is None:
-            from mteb.models.model_implementations import MODEL_REGISTRY
-
-            base = MODEL_REGISTRY.get(cfg.model)
-            revision = base.revision if base is not None else None
-        config = AutoConfig.from_pretrained(cfg.model, revision=revision, trust_remote_code=cfg.trust_remote_code)
-    except Exception:  # noqa: BLE001 - not known without loading: the backbone says it
-        return None
-    return getattr(config, "_commit_hash", None)
+def revision_of(cfg: RunConfig) -> str | None:
+    """The revision the run's backbone will record, where it is known without loading the model
+    (:func:`iso_bench.vectors.loader.peek_revision`)."""
+    return peek_revision(cfg.model, cfg.revision, pooling=cfg.pooling, layer=cfg.layer,
+                         trust_remote_code=cfg.trust_remote_code)
 
 
 _LOADED: dict[tuple[Any, ...], Any] = {}
@@ -168,9 +149,7 @@ load a model once."""
 
 def build_backbone(cfg: RunConfig) -> Any:
     """The backbone of a run: mteb's own implementation of a model mteb knows, else iso-bench's (see
-    :func:`iso_bench.backbone.load_backbone`); the one loaded last in this process when the settings match."""
-    from iso_bench.backbone import load_backbone
-
+    :func:`iso_bench.vectors.loader.load_backbone`); the one loaded last in this process when the settings match."""
     key = (cfg.model, cfg.revision, cfg.device, cfg.pooling, cfg.layer, cfg.trust_remote_code, cfg.batch_size)
     if key not in _LOADED:
         _LOADED.clear()
@@ -187,10 +166,7 @@ and cache folder (a benchmark, a notebook) does not read the folder again while 
 
 def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
     """Load the backbone (once) and encode every text of ``tasks`` that the raw-vector cache lacks."""
-    from iso_bench.cache import EmbeddingStore, default_cache_dir, default_token_cache_texts
-    from iso_bench.encoder import base_record
-    from iso_bench.methods import make_method
-
+    from iso_bench.encoder import base_record  # lazily: the encoder imports mteb
     if run.store is None:
         run.backbone = build_backbone(cfg)
         run.revision, run.dim = run.backbone.revision, run.backbone.dim
@@ -216,8 +192,6 @@ def _encode_all(store: Any, tasks: list[Any], corpus: Any) -> None:
     """One encode for all, before any variant runs: every text of every task (and of its fit corpus), each
     with its prompt type, chunk by chunk and nothing read back (a corpus of millions of texts costs the
     memory of one chunk). The store learns each task's size: a large task's token vectors are not kept."""
-    from iso_bench.fit_corpus import TRAIN, task_text_groups
-
     for task in tasks:
         groups = task_text_groups(task)
         if corpus.setting == TRAIN:  # the training split is fitted on, but not among the evaluated texts
@@ -230,13 +204,9 @@ def _encode_all(store: Any, tasks: list[Any], corpus: Any) -> None:
 
 def _run(cfg: RunConfig) -> RunSummary:
     """Plan the run (which results are missing), then load the model and encode only for those."""
-    from mteb.cache import ResultCache
-
-    from iso_bench import instances
-    from iso_bench.mteb_plugin import ResultsNotWritten, install_result_hook
+    from mteb.cache import ResultCache  # lazily: mteb takes seconds to import
 
     install_result_hook()
-    instances.N_RESAMPLES = cfg.resamples
     started = time.perf_counter()
     run = _prepare(cfg)
     cache = ResultCache(cfg.results_dir)
@@ -276,7 +246,6 @@ def _corpus(cfg: RunConfig, run: _Prepared) -> Any:
     """The fit corpus provider of a seed: the run's own, or (a sampled corpus under another seed) a new one."""
     if cfg.fit_sample is None or cfg.seed == run.corpus.seed:
         return run.corpus
-    from iso_bench.fit_corpus import CorpusProvider
 
     corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed,
                             budget=cfg.fit_budget)
@@ -287,7 +256,7 @@ def _corpus(cfg: RunConfig, run: _Prepared) -> Any:
 def _reset_sampling(task: Any) -> None:
     """Every variant is scored on the same samples: mteb's tasks that subsample (clustering, multilabel
     classification) draw from random states that one evaluation advances; they restart from the task's seed."""
-    from mteb._set_seed import _set_seed
+    from mteb._set_seed import _set_seed  # lazily: mteb takes seconds to import
 
     if hasattr(task, "rng_state"):
         task.rng_state, task.np_rng = _set_seed(task.seed)
@@ -310,13 +279,14 @@ def _start_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, *, 
                    todo: set[str] | None = None) -> _VariantRun:
     """The variant's ModelMeta and (when ``todo`` names a task; default: every task) its encoder.
     ``replicate``: one of several seeds (named in the summary)."""
-    from iso_bench.encoder import VariantEncoder
+    from iso_bench.encoder import VariantEncoder  # lazily: the encoder imports mteb
 
     todo = {t.metadata.name for t in run.tasks} if todo is None else todo
     meta = _variant_meta(cfg, run, _canonical(spec, cfg.seed))
     state = _VariantRun(cfg, meta, f"{meta.name} [seed={cfg.seed}]" if replicate else meta.name, position, todo)
     if todo:
-        state.encoder = VariantEncoder(run.store, spec, corpus=_corpus(cfg, run), seed=cfg.seed)
+        state.encoder = VariantEncoder(run.store, spec, corpus=_corpus(cfg, run), seed=cfg.seed,
+                                   n_resamples=cfg.resamples)
         state.encoder.base_record, state.encoder.data_sources = run.base_record, run.sources
         state.encoder.mteb_model_meta = meta
         state.encoder.write_errors = []  # a result that cannot be written is reported here (see _evaluate)
@@ -327,8 +297,8 @@ def _evaluate(cfg: RunConfig, run: _Prepared, states: list[_VariantRun], cache: 
     """Evaluate, task by task, every variant that lacks its result on the task; mteb writes each result (with
     its provenance) into the variant's setup folder. Task by task, so that what the variants share on a task
     (its data, its raw vectors, its bootstrap resamples and gold ranks) is at hand once."""
-    import mteb
-    from tqdm.auto import tqdm
+    import mteb  # lazily: mteb takes seconds to import
+    from tqdm.auto import tqdm  # lazily: only where a bar is shown
 
     pairs = [(task, state) for task in run.tasks for state in states if task.metadata.name in state.todo]
     bar = tqdm(pairs, desc="evaluating", unit="result", disable=not cfg.progress or not pairs, leave=False)

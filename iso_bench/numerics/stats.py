@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.batch_scores import (  # noqa: F401 - the statistics and their error are part of this module's API
+from iso_bench.numerics.batch_scores import (  # noqa: F401 - the statistics and their error are part of this module's API
     _BLOCK_ELEMENTS,
     Labels,
     StatsError,
@@ -183,7 +183,8 @@ def _prepare(units: np.ndarray, stat: _Stat, what: str) -> np.ndarray:
     ok = {"(n, 2)": u.ndim == 2 and u.shape[1] == 2, "(n,)": u.ndim == 1,
           "(n, k + 1)": u.ndim == 2 and u.shape[1] >= 2}.get(stat.shape, u.ndim >= 1)
     if not ok:
-        raise StatsError(f"{what}: {stat.name} needs units shaped {stat.shape} (see iso_bench.stats); got {u.shape}")
+        raise StatsError(f"{what}: {stat.name} needs units shaped {stat.shape} (see iso_bench.numerics.stats); "
+                         f"got {u.shape}")
     if u.shape[0] < MIN_UNITS:
         raise StatsError(f"{what}: a bootstrap needs at least {MIN_UNITS} units, got {u.shape[0]}")
     bad = np.flatnonzero(~np.isfinite(u.reshape(u.shape[0], -1)).all(axis=1))
@@ -339,3 +340,77 @@ def significant(p_values: np.ndarray | list, alpha: float = 0.05) -> np.ndarray:
     if not 0.0 < alpha < 1.0:
         raise StatsError(f"alpha: need a false discovery rate strictly between 0 and 1, got {alpha!r}")
     return benjamini_hochberg(p_values) <= alpha
+
+
+# ---- the units of one score entry -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Units:
+    """The units of one score entry: ``units`` (n rows) and the ``statistic`` whose value on all of them is
+    the main score (rounded to ``decimals`` where mteb rounds it); ``strata`` (one code per unit, named by
+    ``strata_names``) when resampling keeps subsets apart."""
+
+    units: np.ndarray
+    statistic: str
+    strata: np.ndarray | None = None
+    strata_names: tuple[str, ...] = ()
+    decimals: int | None = None
+
+    def __post_init__(self) -> None:
+        u = np.asarray(self.units, dtype=np.float64)
+        object.__setattr__(self, "units", u.reshape(len(u), -1))
+        if self.strata is not None:
+            object.__setattr__(self, "strata", np.asarray(self.strata, dtype=np.int64))
+
+    def main_value(self) -> float:
+        """The statistic on every unit (rounded as mteb rounds): what the main score must equal."""
+        u, idx = self.units, np.arange(len(self.units))[None, :]
+        batch = {"spearman": spearman, "max_ap": max_ap, "mean": lambda v, i: mean(v[:, 0], i),
+                 "wmean": lambda v, i: wmean_spearman(v, i, self.strata)}.get(self.statistic)
+        value = float(batch(u, idx)[0]) if batch else float(CUSTOM[self.statistic](u))
+        return value if self.decimals is None else round(value, self.decimals)
+
+
+# ---- statistics without a batch implementation above -----------------------------------------------------------
+
+
+def max_accuracy(units: np.ndarray) -> float:
+    """Best-threshold accuracy over the score columns ``units[:, :-1]`` (label last), as mteb's pair
+    classification finds it: thresholds lie between distinct adjacent scores only (never splitting ties),
+    pairs above one are predicted similar, and the best accuracy starts at 0.
+
+    >>> max_accuracy(np.array([[0.9, 1], [0.8, 0], [0.7, 1], [0.1, 0]]))   # cut below 0.7: 3 of 4 right
+    0.75
+    """
+    labels = units[:, -1]
+    n, negatives, best = len(labels), float(len(labels) - labels.sum()), 0.0
+    for column in units[:, :-1].T:
+        order = np.argsort(-column, kind="stable")
+        s, y = column[order], labels[order]
+        cuts = np.flatnonzero(s[:-1] != s[1:])
+        if cuts.size:
+            above = np.cumsum(y)[cuts]
+            best = max(best, float(((above + negatives - (cuts + 1 - above)) / n).max()))
+    return best
+
+
+def wsd_f1(units: np.ndarray) -> float:
+    """F1 of the WSD scorer from per-instance ``[correct, answered]``: P = C/A, R = C/N, F1 = 2PR/(P+R)
+    (0 when P + R is 0; NaN when nothing is answered), as ``Scorer.java`` computes it.
+
+    >>> wsd_f1(np.array([[1.0, 1], [0, 1], [0, 0]]))   # P 1/2, R 1/3
+    0.4
+    """
+    correct, answered = float(units[:, 0].sum()), float(units[:, 1].sum())
+    p, r = (correct / answered if answered else float("nan")), correct / len(units)
+    return 0.0 if p + r == 0 else 2 * p * r / (p + r)
+
+
+CUSTOM = {"max_accuracy": max_accuracy, "wsd_f1": wsd_f1}
+
+
+def statistic_of(name: str) -> Score:
+    """What :func:`confidence_interval` takes for a recorded statistic name: the name itself
+    for its named statistics, the python function for :data:`CUSTOM` ones."""
+    return CUSTOM.get(name, name)

@@ -272,7 +272,7 @@ def analyse(backbone: Any, texts: Sequence[str], layers: Sequence[int] | None = 
             progress: bool = True, corpus: str = "") -> OutlierReport:
     """Accumulate per-layer statistics of every real token vector of ``texts``; see the module doc.
 
-    ``backbone`` is an :class:`iso_bench.backbone.Backbone` (or anything with ``model.config``, ``dim``,
+    ``backbone`` is an :class:`iso_bench.vectors.hf_backbone.Backbone` (or anything with ``model.config``, ``dim``,
     ``model_id``, ``revision`` and ``iter_hidden_states``).
 
     >>> report = analyse(backbone, sentences, layers=None)           # doctest: +SKIP
@@ -312,19 +312,3 @@ def analyse(backbone: Any, texts: Sequence[str], layers: Sequence[int] | None = 
         pos_mean = a["pos_sum"] / np.maximum(a["pos_n"], 1)[:, None]
         report.layers.append(LayerReport(lay, stats, detect_outliers(stats), pos_mean, a["pos_n"]))
     return report
-
-
-def outlier_corpus(corpus: str, data_dir: str | None = None) -> tuple[list[str], str]:
-    """The texts of ``--corpus`` (a text file, one text per line, or an mteb task's test sentences) and how
-    the report names them."""
-    from pathlib import Path
-
-    if Path(corpus).is_file():
-        from iso_bench.fit_corpus import read_text_file
-
-        return read_text_file(corpus), f"file {Path(corpus).name}"
-    from iso_bench.data import get_task
-    from iso_bench.fit_corpus import task_texts
-
-    return task_texts(get_task(corpus, data_dir)), f"{corpus} test sentences"
-

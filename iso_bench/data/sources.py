@@ -7,7 +7,7 @@ the task's repository. The same data directory holds the datasets that are not o
 release layout (``<dir>/wic/WiC_dataset/``, ...): see :mod:`iso_bench.kinds.base`. The source of
 every dataset is recorded with the results: the hub repository and revision, or the mirror folder and
 a SHA-256 of its files. A mirror copy is checked row by row before it is loaded
-(:mod:`iso_bench.mirror_check`), so a malformed file stops the run with a :class:`DataFormatError`
+(:mod:`iso_bench.data.mirror_check`), so a malformed file stops the run with a :class:`DataFormatError`
 naming file, line and field.
 
 Example:
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iso_bench.data.mirror_check import DataFormatError, check_mirror, row_spec  # noqa: F401 - DataFormatError named here too
 from iso_bench.files import folder_checksum
 from iso_bench.registry import IsoBenchError
 
@@ -40,10 +41,6 @@ DOWNLOAD_ENV = "ISO_BENCH_DOWNLOAD_DIR"
 
 class DataNotFoundError(IsoBenchError):
     """A dataset is neither in the local mirror nor reachable on the hub."""
-
-
-class DataFormatError(IsoBenchError, ValueError):
-    """A data file is malformed; the message starts with ``file:line`` and says what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,7 @@ def use_source(task: Any, data_dir: str | Path | None = None) -> dict[str, Any]:
 
     mteb's tasks read a hub repository or its mirror copy; iso-bench's own tasks read their release
     folder under the data directory. Raises :class:`DataNotFoundError` naming every place tried.
-    A mirror copy is checked before it is loaded (:func:`iso_bench.mirror_check.check_mirror`): a bad
+    A mirror copy is checked before it is loaded (:func:`iso_bench.data.mirror_check.check_mirror`): a bad
     row raises :class:`DataFormatError` ``file:line: ...`` and nothing is loaded. Should the datasets
     library still fail on the mirror copy, the error names the folder and the library's reason.
     """
@@ -125,8 +122,6 @@ def use_source(task: Any, data_dir: str | Path | None = None) -> dict[str, Any]:
         task._iso_bench_source = source
     if not task.data_loaded:
         if source.kind == "mirror":
-            from iso_bench.mirror_check import check_mirror, row_spec
-
             check_mirror(Path(source.path), row_spec(task), source.checksum)
         try:
             task.load_data()
@@ -176,7 +171,7 @@ def get_task(name: str, data_dir: str | Path | None = None) -> Any:
         >>> task = get_task("STSBenchmark", "../shared/data/hub")       # doctest: +SKIP
         >>> mteb.evaluate(mteb.get_model("sentence-transformers/all-MiniLM-L6-v2+whiten-256"), task)  # doctest: +SKIP
     """
-    import mteb
+    import mteb  # lazily: mteb takes seconds to import
 
     task = mteb.get_task(name)
     use_source(task, data_dir)

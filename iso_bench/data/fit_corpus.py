@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iso_bench.files import texts_digest
+from iso_bench.data.sources import get_task
+from iso_bench.files import read_lines, texts_digest
 from iso_bench.registry import IsoBenchError
 
 TASK = "task"
@@ -122,7 +123,7 @@ class FitCorpus:
 def _sample(groups: list[tuple[str | None, list[str]]], size: int, seed: int, record: dict[str, Any]
             ) -> tuple[list[tuple[str | None, list[str]]], dict[str, Any]]:
     """A seeded sample of ``size`` (prompt type, text) items, in their original order; recorded."""
-    import numpy as np
+    import numpy as np  # lazily: numpy stays out of light commands
 
     items = [(p, t) for p, texts in groups for t in texts]
     record = {**record, "sample": size, "sample_seed": seed, "n_texts_total": len(items)}
@@ -140,8 +141,6 @@ def read_text_file(path: str | Path) -> list[str]:
     reader of a user's text file (:func:`iso_bench.files.read_lines`): U+2028, form feeds and the other
     characters ``str.splitlines`` breaks at stay inside their text. An error naming the file (and the line of
     a bad byte) when it cannot be read or holds no text."""
-    from iso_bench.files import read_lines
-
     p = Path(path).expanduser()
     if p.is_dir():
         raise FitCorpusError(f"fit corpus {p} is a folder, not a file; pass --fit-corpus task, train or a text "
@@ -207,14 +206,14 @@ def task_text_groups(task: Any, which: str = TASK) -> list[tuple[str | None, lis
 
 def _reader(task: Any, which: str) -> Any:
     """The text reader for the task's mteb type (a table over mteb's abstract task classes, most specific first)."""
-    from mteb.abstasks.classification import AbsTaskClassification
-    from mteb.abstasks.clustering import AbsTaskClustering
-    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
-    from mteb.abstasks.pair_classification import AbsTaskPairClassification
-    from mteb.abstasks.retrieval import AbsTaskRetrieval
-    from mteb.abstasks.sts import AbsTaskSTS
-    from mteb.abstasks.text.bitext_mining import AbsTaskBitextMining
-    from mteb.abstasks.text.summarization import AbsTaskSummarization
+    from mteb.abstasks.classification import AbsTaskClassification  # lazily: mteb takes seconds to import
+    from mteb.abstasks.clustering import AbsTaskClustering  # lazily: mteb takes seconds to import
+    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy  # lazily: mteb takes seconds to import
+    from mteb.abstasks.pair_classification import AbsTaskPairClassification  # lazily: mteb takes seconds to import
+    from mteb.abstasks.retrieval import AbsTaskRetrieval  # lazily: mteb takes seconds to import
+    from mteb.abstasks.sts import AbsTaskSTS  # lazily: mteb takes seconds to import
+    from mteb.abstasks.text.bitext_mining import AbsTaskBitextMining  # lazily: mteb takes seconds to import
+    from mteb.abstasks.text.summarization import AbsTaskSummarization  # lazily: mteb takes seconds to import
 
     if which != TASK:
         return _train_texts if isinstance(task, AbsTaskClassification) else None
@@ -250,9 +249,9 @@ def _column(data: Any, col: str) -> list[Any]:
 
 
 def _retrieval_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
-    from mteb._create_dataloaders import _retrieval_texts as as_encoded
-    from mteb.abstasks.retrieval import _filter_queries_without_positives
-    from mteb.types import PromptType
+    from mteb._create_dataloaders import _retrieval_texts as as_encoded  # lazily: mteb takes seconds to import
+    from mteb.abstasks.retrieval import _filter_queries_without_positives  # lazily: mteb takes seconds to import
+    from mteb.types import PromptType  # lazily: mteb takes seconds to import
 
     task.convert_v1_dataset_format_to_v2(num_proc=None)
     queries, documents = [], []
@@ -274,7 +273,7 @@ def _train_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
 
 
 def _pair_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
-    from mteb.abstasks.sts import AbsTaskSTS
+    from mteb.abstasks.sts import AbsTaskSTS  # lazily: mteb takes seconds to import
 
     if isinstance(task, AbsTaskSTS):
         sides = list(zip(_columns(task.column_names), (task.input1_prompt_type, task.input2_prompt_type), strict=False))
@@ -374,7 +373,13 @@ class CorpusProvider:
                                  "fit corpus file")
         task = self._tasks.get(task_name)
         if task is None:
-            from iso_bench.data import get_task
-
             task = self._tasks[task_name] = get_task(task_name, self.data_dir)
         return FitCorpus.from_task(task, self.setting, sample=self.sample, seed=self.seed)
+
+
+def outlier_corpus(corpus: str, data_dir: str | None = None) -> tuple[list[str], str]:
+    """The texts of ``iso-bench outliers --corpus`` (a text file, one text per line, or an mteb task's test
+    sentences) and how the report names them."""
+    if Path(corpus).is_file():
+        return read_text_file(corpus), f"file {Path(corpus).name}"
+    return task_texts(get_task(corpus, data_dir)), f"{corpus} test sentences"

@@ -1,0 +1,103 @@
+"""What every backbone shares: the :class:`BackboneProtocol` the rest of iso-bench types against, the kinds
+of raw vectors, and the batching and span helpers both concrete backbones use.
+
+The concrete backbones (:mod:`iso_bench.vectors.hf_backbone`, :mod:`iso_bench.vectors.mteb_backbone`) are named
+only by :mod:`iso_bench.vectors.loader`. Importing this module loads neither torch nor mteb.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from iso_bench.registry import IsoBenchError
+
+KINDS = ("sentence", "tokens", "span")
+"""The kinds of raw vectors: one pooled vector per text, a text's token vectors, the mean vector of a span."""
+
+
+class BackboneError(IsoBenchError, RuntimeError):
+    """The model cannot be loaded or run as asked; the message names the model and what to do."""
+
+
+@runtime_checkable
+class BackboneProtocol(Protocol):
+    """What makes a model's raw vectors: the one interface the store, the runner and the encoder use.
+
+    ``encode`` returns, per asked kind, one array per text (``sentence``: ``(dim,)``; ``tokens``:
+    ``(n_tokens, dim)``; ``span``: ``(n_spans, dim)``); ``describe()`` is the extraction record a result
+    carries (``describe()["vectors"]`` names the path that made the vectors).
+    """
+
+    model_id: str
+    revision: str
+    device: str
+    batch_size: int
+    max_length: int
+
+    @property
+    def dim(self) -> int: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def encode(self, texts: Sequence[str], *, kinds: Sequence[str] = ("sentence",),
+               spans: Sequence[Any] | None = None, **kwargs: Any) -> dict[str, list[np.ndarray]]: ...
+
+    def prompt_context(self, task_metadata: Any = None, prompt_type: Any = None) -> Any: ...
+
+
+def check_request(texts: Sequence[str], kinds: Sequence[str], spans: Sequence[Any] | None) -> None:
+    """Refuse an unknown kind, a ``span`` request without one list of spans per text, or a non-string text."""
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        raise ValueError(f"unknown vector kinds {sorted(unknown)}; choose from {KINDS}")
+    if "span" in kinds and (spans is None or len(spans) != len(texts)):
+        raise ValueError("the 'span' kind needs a list of (start, end) character spans per text")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"text {i} is {type(text).__name__}, not str")
+
+
+def span_rows(text: str, spans: Sequence[tuple[int, int]], hidden: Any, offsets: Any, real: Any,
+              max_length: int) -> np.ndarray:
+    """``(len(spans), dim)``: the mean vector of the real tokens that overlap each character span of
+    ``text`` (``hidden``, ``offsets`` and ``real`` are this text's rows: token vectors, character offsets
+    and the mask of real, non-special tokens)."""
+    import torch  # lazily: torch takes seconds to import
+
+    kept_end = int(offsets[real][:, 1].max()) if bool(real.any()) else 0
+    truncated = kept_end < len(text.rstrip())
+    rows = []
+    for s, e in spans:
+        sel = real & (offsets[:, 0] < e) & (offsets[:, 1] > s)
+        if truncated and s >= kept_end:
+            # the span lies beyond max_length: no vector, marked NaN for the caller to count
+            rows.append(torch.full((hidden.shape[-1],), float("nan")))
+            continue
+        if not bool(sel.any()):
+            raise ValueError(
+                f"span {s}:{e} ({text[s:e]!r}) of text {text[:60]!r} covers no token "
+                f"(empty span, or cut off at max_length={max_length})"
+            )
+        rows.append(hidden[sel].mean(0))
+    return torch.stack(rows).numpy().astype(np.float32)
+
+
+def run_batches(n: int, order: Sequence[int], batch_size: int, kinds: Sequence[str],
+                encode_batch: Any, desc: str, progress: bool) -> dict[str, list[Any]]:
+    """Run ``encode_batch(indices)`` over ``order`` (texts sorted by length: less padding) in batches, with a
+    progress bar; its rows per kind, put back in input order."""
+    from tqdm.auto import tqdm  # lazily: only where a bar is shown
+
+    out: dict[str, list[Any]] = {k: [None] * n for k in kinds}
+    bar = tqdm(total=n, desc=desc, unit="text", disable=not progress, leave=False)
+    for start in range(0, len(order), batch_size):
+        idx = list(order[start : start + batch_size])
+        for kind, values in encode_batch(idx).items():
+            for j, value in zip(idx, values, strict=True):
+                out[kind][j] = value
+        bar.update(len(idx))
+    bar.close()
+    return out
