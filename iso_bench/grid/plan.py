@@ -32,6 +32,7 @@ from iso_bench.mteb_plugin import (
 )
 from iso_bench.registry import IsoBenchError
 from iso_bench.results.benchmark import DEFAULT_METHODS
+from iso_bench.vectors.base import EQUAL_LENGTH
 
 
 @dataclass
@@ -62,6 +63,9 @@ class RunConfig:
     progress: bool = True
     trust_remote_code: bool = False
     command: str | None = None  # the command line that reproduces the run, recorded with the results
+    # the raw vectors' batching policy (iso_bench.vectors.base.plan_batches); recorded in the extraction, not part
+    # of a result's identity: "padded" reproduces the vectors of results written before equal-length batches
+    batching: str = EQUAL_LENGTH
 
 
 class RunStopped(IsoBenchError):

@@ -33,14 +33,10 @@ from iso_bench.grid.plan import variant_meta_of as _variant_meta
 from iso_bench.grid.tasks import build_task, get_task, resolve  # noqa: F401 - get_task: named here for callers
 from iso_bench.methods import METHODS, make_method
 from iso_bench.mteb_plugin import ResultsNotWritten, install_result_hook, variant_name
-from iso_bench.vectors.loader import (
-    load_backbone,
-    peek_revision,  # lazily: the loader names the backbones (numpy, json)
-)
+from iso_bench.vectors.loader import load_backbone, peek_revision
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir, default_token_cache_texts
 
 logger = logging.getLogger(__name__)
-
 
 
 class _DropSuperseded(logging.Filter):
@@ -150,12 +146,13 @@ load a model once."""
 def build_backbone(cfg: RunConfig) -> Any:
     """The backbone of a run: mteb's own implementation of a model mteb knows, else iso-bench's (see
     :func:`iso_bench.vectors.loader.load_backbone`); the one loaded last in this process when the settings match."""
-    key = (cfg.model, cfg.revision, cfg.device, cfg.pooling, cfg.layer, cfg.trust_remote_code, cfg.batch_size)
+    key = (cfg.model, cfg.revision, cfg.device, cfg.pooling, cfg.layer, cfg.trust_remote_code, cfg.batch_size,
+           cfg.batching)
     if key not in _LOADED:
         _LOADED.clear()
         _LOADED[key] = load_backbone(cfg.model, cfg.revision, device=cfg.device, pooling=cfg.pooling,
                                      layer=cfg.layer, trust_remote_code=cfg.trust_remote_code,
-                                     batch_size=cfg.batch_size)
+                                     batch_size=cfg.batch_size, batching=cfg.batching)
     return _LOADED[key]
 
 

@@ -85,18 +85,73 @@ def span_rows(text: str, spans: Sequence[tuple[int, int]], hidden: Any, offsets:
     return torch.stack(rows).numpy().astype(np.float32)
 
 
-def run_batches(n: int, order: Sequence[int], batch_size: int, kinds: Sequence[str],
-                encode_batch: Any, desc: str, progress: bool) -> dict[str, list[Any]]:
-    """Run ``encode_batch(indices)`` over ``order`` (texts sorted by length: less padding) in batches, with a
-    progress bar; its rows per kind, put back in input order."""
+EQUAL_LENGTH = "equal-length"
+"""The batching policy of every backbone that sees its tokenizer: a batch holds texts of one token length only,
+so it carries no padding, and a forward pass of fewer than :data:`MIN_ROWS` token rows is filled with copies of
+its first text (their vectors are dropped). Then a text's vector does not depend on the other texts of its batch
+(on the CPU: the same bits in any batch, under any cache state or task order; ``tests/test_reproducible.py``).
+Why the fill: the CPU's matrix products take another code path for a product of very few rows (all-MiniLM-L6-v2,
+MKL: a one-word text alone, 3 token rows, differs in the last bits from the same text beside another)."""
+MIN_ROWS = 16
+"""The fewest token rows (texts x tokens) an equal-length forward pass has: from 4 rows on, every batch of
+all-MiniLM-L6-v2 gave the same bits per text; 16 leaves a margin and costs a few copies of one- or two-word texts."""
+PADDED = "padded"
+"""The policy of iso-bench before 0.2: batches of texts sorted by length and padded to their longest, so a text's
+vector depended on its neighbours by up to ~1e-7 per coordinate. Kept to reproduce results written under it."""
+MODEL_OWN = "model's own"
+"""A model that encodes by itself, where iso-bench cannot group the texts (mteb's wrapper of a model without a
+sentence-transformers pipeline, a model behind an API): outside the batch-independence guarantee."""
+POLICIES = (EQUAL_LENGTH, PADDED)
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int, policy: str = EQUAL_LENGTH) -> list[list[int]]:
+    """The batches (lists of text indices) that encode texts of token ``lengths``: longest first, in input order
+    within a length; under :data:`EQUAL_LENGTH` a batch never mixes two lengths, under :data:`PADDED` it takes
+    the next ``batch_size`` texts whatever their lengths.
+
+    >>> plan_batches([3, 5, 3, 5, 5, 4], 2)
+    [[1, 3], [4], [5], [0, 2]]
+    >>> plan_batches([3, 5, 3, 5, 5, 4], 2, PADDED)
+    [[1, 3], [4, 5], [0, 2]]
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown batching policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    if policy == PADDED:
+        return [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
+    batches: list[list[int]] = []
+    for i in order:
+        if not batches or len(batches[-1]) == batch_size or lengths[batches[-1][0]] != lengths[i]:
+            batches.append([])
+        batches[-1].append(i)
+    return batches
+
+
+def filled(batch: Sequence[int], length: int, min_rows: int = MIN_ROWS) -> list[int]:
+    """``batch`` with copies of its first text appended until its texts hold at least ``min_rows`` token rows
+    (``length`` tokens each).
+
+    >>> filled([7], 3), filled([7, 8], 12), filled([7], 40)
+    ([7, 7, 7, 7, 7, 7], [7, 8], [7])
+    """
+    need = -(-min_rows // max(length, 1))  # texts to reach min_rows
+    return [*batch, *[batch[0]] * max(0, need - len(batch))]
+
+
+def run_batches(n: int, batches: Sequence[Sequence[int]], kinds: Sequence[str], encode_batch: Any, desc: str,
+                progress: bool, lengths: Sequence[int] | None = None) -> dict[str, list[Any]]:
+    """Run ``encode_batch(indices)`` over ``batches`` (:func:`plan_batches`), with a progress bar; its rows per
+    kind, put back in input order. With the texts' token ``lengths`` (an equal-length plan), each forward pass
+    is :func:`filled` to :data:`MIN_ROWS` token rows and the copies' rows are dropped."""
     from tqdm.auto import tqdm  # lazily: only where a bar is shown
 
     out: dict[str, list[Any]] = {k: [None] * n for k in kinds}
     bar = tqdm(total=n, desc=desc, unit="text", disable=not progress, leave=False)
-    for start in range(0, len(order), batch_size):
-        idx = list(order[start : start + batch_size])
-        for kind, values in encode_batch(idx).items():
-            for j, value in zip(idx, values, strict=True):
+    for batch in batches:
+        idx = list(batch)
+        run = filled(idx, lengths[idx[0]]) if lengths is not None and idx else idx
+        for kind, values in encode_batch(run).items():
+            for j, value in zip(idx, values[: len(idx)], strict=True):
                 out[kind][j] = value
         bar.update(len(idx))
     bar.close()

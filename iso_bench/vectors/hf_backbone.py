@@ -35,7 +35,17 @@ import numpy as np
 
 from iso_bench.files import folder_revision
 from iso_bench.registry import IsoBenchError
-from iso_bench.vectors.base import KINDS, BackboneError, check_request, run_batches, span_rows
+from iso_bench.vectors.base import (
+    EQUAL_LENGTH,
+    KINDS,
+    PADDED,
+    POLICIES,
+    BackboneError,
+    check_request,
+    plan_batches,
+    run_batches,
+    span_rows,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,25 +64,31 @@ class Extraction:
     ``layer`` indexes ``hidden_states`` as Hugging Face returns them (0 is the embedding layer, -1 the
     last layer). ``first-last-avg`` ignores ``layer`` and averages ``hidden_states[1]`` and
     ``hidden_states[-1]``. ``normalize`` scales sentence vectors to unit length, as a
-    sentence-transformers model with a Normalize module does.
+    sentence-transformers model with a Normalize module does. ``batching`` is the batching policy
+    (:func:`iso_bench.vectors.base.plan_batches`): :data:`~iso_bench.vectors.base.EQUAL_LENGTH` unless results
+    written under the old :data:`~iso_bench.vectors.base.PADDED` policy are to be reproduced.
     """
 
     pooling: str = "mean"
     layer: int = -1
     normalize: bool = False
     max_length: int = 512
+    batching: str = EQUAL_LENGTH
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ExtractionError(f"unknown pooling {self.pooling!r}; choose one of {', '.join(POOLINGS)}")
         if self.max_length < 2:
             raise ExtractionError(f"max_length must be at least 2, got {self.max_length}")
+        if self.batching not in POLICIES:
+            raise ExtractionError(f"unknown batching policy {self.batching!r}; choose one of {', '.join(POLICIES)}")
 
     def key(self) -> str:
         """A short stable name for cache folders."""
         layer = "fl" if self.pooling == "first-last-avg" else f"L{self.layer}"
         norm = "-norm" if self.normalize else ""
-        return f"{self.pooling}-{layer}{norm}-max{self.max_length}"
+        batching = "" if self.batching == PADDED else f"-{self.batching}"  # padded: the folders of iso-bench 0.1
+        return f"{self.pooling}-{layer}{norm}-max{self.max_length}{batching}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -238,14 +254,16 @@ class Backbone:
         lengths = self.tokenizer(
             list(texts), add_special_tokens=True, truncation=True, max_length=self.max_length
         )["input_ids"]
-        order = sorted(range(len(texts)), key=lambda i: (-len(lengths[i]), i))
+        counts = [len(ids) for ids in lengths]
+        batches = plan_batches(counts, batch_size, self.extraction.batching)
+        fill = counts if self.extraction.batching == EQUAL_LENGTH else None  # few-row passes filled (MIN_ROWS)
 
         def encode_batch(idx: list[int]) -> dict[str, list[np.ndarray]]:
             batch_spans = [spans[i] for i in idx] if "span" in kinds else None
             return self._encode_batch([texts[i] for i in idx], kinds, batch_spans)
 
         with torch.inference_mode():
-            return run_batches(len(texts), order, batch_size, kinds, encode_batch, desc, progress)
+            return run_batches(len(texts), batches, kinds, encode_batch, desc, progress, fill)
 
     def iter_hidden_states(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = True,
                            desc: str = "encoding") -> Any:

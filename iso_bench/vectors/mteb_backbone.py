@@ -35,7 +35,18 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.vectors.base import KINDS, BackboneError, check_request, run_batches, span_rows
+from iso_bench.vectors.base import (
+    EQUAL_LENGTH,
+    KINDS,
+    MIN_ROWS,
+    MODEL_OWN,
+    PADDED,
+    BackboneError,
+    check_request,
+    plan_batches,
+    run_batches,
+    span_rows,
+)
 
 VARIANT_SEPARATOR = "+"  # iso-bench's variants are named "<base>+<method>" (iso_bench.mteb_plugin.SEPARATOR)
 ROUTES = ("query", "document")  # the prompt types that sentence-transformers routes to encode_query/_document
@@ -77,16 +88,20 @@ class MtebExtraction:
     max_length: int | None = None
     token_vectors: str | None = None
     settings: str = ""
+    batching: str = EQUAL_LENGTH
 
     def key(self) -> str:
-        """A short stable name for cache folders (prompts are part of each text's key instead)."""
+        """A short stable name for cache folders (prompts are part of each text's key instead); vectors of
+        the equal-length policy live in a folder of their own (``padded`` and the model's own batching: the
+        folders of iso-bench 0.1, whose vectors they are)."""
         norm = "-norm" if self.normalize else ""
-        return f"mteb-{self.pooling or 'model'}{norm}-max{self.max_length or 'na'}-{self.settings[:10]}"
+        batching = "-equal-length" if self.batching == EQUAL_LENGTH else ""
+        return f"mteb-{self.pooling or 'model'}{norm}-max{self.max_length or 'na'}-{self.settings[:10]}{batching}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"vectors": "mteb", "implementation": self.implementation, "prompts": dict(self.prompts),
                 "pooling": self.pooling, "normalize": self.normalize, "max_length": self.max_length,
-                "token_vectors": self.token_vectors, "settings_sha256": self.settings}
+                "token_vectors": self.token_vectors, "settings_sha256": self.settings, "batching": self.batching}
 
 
 class MtebBackbone:
@@ -103,7 +118,8 @@ class MtebBackbone:
     """
 
     def __init__(self, model_id: str, revision: str | None = None, *, device: str | None = None,
-                 trust_remote_code: bool = False, batch_size: int = 32, model: Any = None) -> None:
+                 trust_remote_code: bool = False, batch_size: int = 32, model: Any = None,
+                 batching: str = EQUAL_LENGTH) -> None:
         meta = model.mteb_model_meta if model is not None else mteb_meta(model_id, revision)
         if meta is None:
             raise BackboneError(f"mteb has no implementation of {model_id!r} at revision {revision}; "
@@ -117,7 +133,9 @@ class MtebBackbone:
         self.revision = meta.revision or _commit(self.st) or "unknown"
         self.batch_size = batch_size
         self.kinds = KINDS if self.st is not None else ("sentence",)
-        self.extraction = _extraction(self.model, self.st, meta)
+        # iso-bench groups the texts where it feeds the sentence-transformers pipeline itself; a model mteb runs
+        # by its own encode is batched by that code, outside iso-bench's guarantee
+        self.extraction = _extraction(self.model, self.st, meta, batching if self.st is not None else MODEL_OWN)
         self.max_length = self.extraction.max_length
         self._routed = self.st is not None and _routes_by_task(self.st)
         if self.st is not None:
@@ -211,14 +229,34 @@ class MtebBackbone:
                    progress: bool, desc: str, prompt: str, route: str | None) -> dict[str, list[np.ndarray]]:
         """Batches of similar length through the SentenceTransformer, once each, with ``output_value=None``."""
         encode = {"query": self.st.encode_query, "document": self.st.encode_document}.get(route, self.st.encode)
-        order = sorted(range(len(texts)), key=lambda i: (-len(texts[i]), i))
+        if self.extraction.batching == PADDED:  # iso-bench 0.1: by character length, padded batches
+            lengths, fill = [len(t) for t in texts], None
+        else:
+            lengths = fill = self._token_lengths(texts, prompt)  # few-row passes filled (MIN_ROWS)
+        batches = plan_batches(lengths, batch_size, self.extraction.batching)
 
         def encode_batch(idx: list[int]) -> dict[str, list[np.ndarray]]:
             batch = [texts[i] for i in idx]
             items = encode(batch, prompt=prompt, batch_size=len(batch), output_value=None, show_progress_bar=False)
             return self._rows(items, batch, kinds, [spans[i] for i in idx] if spans is not None else None, prompt)
 
-        return run_batches(len(texts), order, batch_size, kinds, encode_batch, desc, progress)
+        return run_batches(len(texts), batches, kinds, encode_batch, desc, progress, fill)
+
+    def _token_lengths(self, texts: list[str], prompt: str, chunk: int = 4096) -> list[int]:
+        """How many tokens the pipeline's own tokenizer gives each ``prompt + text`` (what a batch pads to);
+        a pipeline that pads nothing (a static model) gives one length to all."""
+        lengths: list[int] = []
+        for start in range(0, len(texts), chunk):
+            part = texts[start : start + chunk]
+            preprocess = getattr(self.st, "preprocess", None)  # sentence-transformers 6: prompts as encode adds them
+            features = preprocess(part, prompt=prompt or None) if preprocess else self.st.tokenize(
+                [prompt + t for t in part])
+            mask = features.get("attention_mask")
+            if mask is None:  # no padding in this pipeline: any grouping gives the same vectors
+                lengths += [MIN_ROWS] * len(part)  # one group, never filled
+            else:
+                lengths += [int(n) for n in _numpy_ints(mask).reshape(len(mask), -1).sum(axis=1)]
+        return lengths
 
     def _rows(self, items: list[dict[str, Any]], batch: list[str], kinds: Sequence[str], spans: Any,
               prompt: str) -> dict[str, list[np.ndarray]]:
@@ -312,7 +350,7 @@ def sentence_transformer(model: Any) -> Any | None:
     """The SentenceTransformer behind an mteb implementation whose ``encode`` is mteb's plain
     sentence-transformers wrapper; None for any other implementation (its own ``encode`` may do anything)."""
     from mteb.models.sentence_transformer_wrapper import (  # lazily: mteb takes seconds to import
-        SentenceTransformerEncoderWrapper,  # lazily: mteb takes seconds to import
+        SentenceTransformerEncoderWrapper,
     )
     from sentence_transformers import SentenceTransformer  # lazily: sentence-transformers loads torch
 
@@ -336,7 +374,7 @@ def _load(meta: Any, device: str | None) -> Any:
                             f"{reason}. {hint}") from exc
 
 
-def _extraction(model: Any, st: Any, meta: Any) -> MtebExtraction:
+def _extraction(model: Any, st: Any, meta: Any, batching: str) -> MtebExtraction:
     implementation = f"{type(model).__module__}.{type(model).__qualname__}"
     prompts = {str(k): str(v) for k, v in (getattr(model, "model_prompts", None) or {}).items()}
     settings = {k: v for k, v in (meta.loader_kwargs or {}).items() if k not in ("model_prompts", "device")}
@@ -351,7 +389,8 @@ def _extraction(model: Any, st: Any, meta: Any) -> MtebExtraction:
     blob = json.dumps({"implementation": implementation, "settings": settings, "default_prompt":
                        getattr(st, "default_prompt_name", None)}, sort_keys=True, default=str)
     return MtebExtraction(implementation, prompts, str(pooling) if pooling else None, normalize,
-                          int(max_length) if max_length else None, tokens, hashlib.sha256(blob.encode()).hexdigest())
+                          int(max_length) if max_length else None, tokens, hashlib.sha256(blob.encode()).hexdigest(),
+                          batching)
 
 
 def _routes_by_task(st: Any) -> bool:

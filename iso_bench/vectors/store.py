@@ -80,14 +80,10 @@ def default_token_cache_texts() -> int:
     return int(text) if text else TOKEN_CACHE_TEXTS
 
 
-
 def default_cache_dir() -> Path:
     """``$ISO_BENCH_CACHE``, else ``~/.cache/iso_bench``."""
     env = os.environ.get(DEFAULT_CACHE_ENV)
     return Path(env).expanduser() if env else Path.home() / ".cache" / "iso_bench"
-
-
-
 
 
 class EmbeddingStore(EncodeMissing):

@@ -49,7 +49,6 @@ class STSScores:
         }
 
 
-
 def _pair(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if a.ndim != 1 or a.shape != b.shape:
