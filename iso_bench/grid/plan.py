@@ -32,6 +32,7 @@ from iso_bench.mteb_plugin import (
 )
 from iso_bench.registry import IsoBenchError
 from iso_bench.results.benchmark import DEFAULT_METHODS
+from iso_bench.results.result_files import nonfinite_main_scores
 
 
 @dataclass
@@ -95,7 +96,8 @@ class RunSummary:
 def missing_results(run: Any, cache: Any, variants: list[tuple[RunConfig, str, str, bool]]) -> list[set[str]]:
     """For each variant, the names of the tasks whose result is missing or incomplete (mteb's own test of what
     ``overwrite_strategy="only-missing"`` reruns; all of them under ``--overwrite``). A garbled result file
-    is set aside first and counts as missing; ``model_meta.json`` is (re)written where it is wrong."""
+    is set aside first and counts as missing, as is one whose main score is not a finite number;
+    ``model_meta.json`` is (re)written where it is wrong."""
     out = []
     for cfg, spec, _, _ in variants:
         meta = variant_meta_of(cfg, run, canonical_spec(spec, cfg.seed))
@@ -109,13 +111,15 @@ def missing_results(run: Any, cache: Any, variants: list[tuple[RunConfig, str, s
 
 
 def complete(task: Any, meta: Any, cache: Any) -> bool:
-    """Whether the result of ``meta`` on ``task`` exists and covers every split and subset, by mteb's own check."""
+    """Whether the result of ``meta`` on ``task`` exists and covers every split and subset, by mteb's own check,
+    with a main score that is a finite number in each (one that is not, as earlier versions wrote, is to be
+    computed again: the run sets it aside first, see :func:`missing_results`)."""
     try:
         from mteb.evaluate import OverwriteStrategy, _check_cache  # lazily: mteb takes seconds to import
     except ImportError:  # another mteb: let mteb.evaluate decide, task by task
         return False
     existing, missing = _check_cache(task, meta, cache, OverwriteStrategy.ONLY_MISSING)
-    return existing is not None and not missing
+    return existing is not None and not missing and not nonfinite_main_scores(existing)
 
 
 def canonical_spec(spec: str, seed: int = 0) -> str:
