@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.faults import fault_point
-from iso_bench.files import atomic_write_bytes, atomic_write_text, remove_stale_temporaries, replacing
+from iso_bench.files import STALE_AFTER, atomic_write_bytes, atomic_write_text, remove_stale_temporaries, replacing
 from iso_bench.numerics.stats import statistic_of
 from iso_bench.registry import IsoBenchError
 
@@ -372,14 +372,14 @@ def ensure_model_meta(cache: Any, meta: Any) -> bool:
     return True
 
 
-def set_aside_garbled(cache: Any, meta: Any, stale_after: float = 3600.0) -> list[Path]:
+def set_aside_garbled(cache: Any, meta: Any, stale_after: float = STALE_AFTER) -> list[Path]:
     """Prepare a variant's results folder for another run: rename each result file that mteb cannot read
     (cut short, or garbled) to ``<Task>.json.garbled`` (``.garbled-2``, ... when that name is taken), and one
     whose main score is not a finite number (:func:`nonfinite_main_scores`, as earlier versions wrote them)
-    to ``<Task>.json.nonfinite``, and
-    delete the temporary files that an interrupted write left (hidden ``.<name>-<pid>-*.tmp`` of a process that
-    is gone; one without a pid when older than ``stale_after`` seconds:
-    :func:`iso_bench.files.remove_stale_temporaries`). mteb stops on an unreadable result
+    to ``<Task>.json.nonfinite``, and delete the temporary files that an interrupted write left (hidden
+    ``.<name>@<host>@<pid>-*.tmp`` of a process of this host that is gone; another host's, or one of an
+    earlier version, when older than ``stale_after`` seconds: :func:`iso_bench.files.remove_stale_temporaries`).
+    mteb stops on an unreadable result
     (``overwrite_strategy="only-missing"`` loads it and raises); set aside, the result is missing, so it is
     computed and written again. Returns the new paths."""
     from mteb.results import TaskResult  # lazily: mteb takes seconds to import
