@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.faults import check_space, fault_point
+from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
 _WARNED: set[str] = set()  # the caches this process has said it cannot write to
@@ -111,6 +113,53 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class NotARegularFile(IsoBenchError, OSError):
+    """A whole-file write aimed at something that is not a regular file (a FIFO, a device, a folder, a socket):
+    a temporary file renamed over it would replace it, and a reader of a FIFO or a device would get nothing."""
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_kind(path: Path) -> str | None:
+    """What ``path`` is, following symlinks, as a message says it (``"a regular file"``, ``"a folder"``, ``"a
+    FIFO (named pipe)"``, ``"a character device"``, ...); None when nothing is there (a dangling link included).
+
+    >>> file_kind(Path("/")), file_kind(Path("/no/such/file"))
+    ('a folder', None)
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # nothing there, or a file where a folder is meant above it
+        return None
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def write_target(path: Path) -> Path:
+    """The file a whole-file write of ``path`` (:func:`replacing`) replaces: ``path`` itself when it is a regular
+    file or nothing is there; for a symlink, the file it points to (every link followed: the link stays, its
+    target gets the new bytes), by the same rule. Anything else raises :class:`NotARegularFile`, naming it, what
+    it is, and what to do: a temporary file renamed over a FIFO or a device would replace it, and its reader
+    would never get the data."""
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    kind = file_kind(target)
+    if kind in (None, "a regular file"):
+        return target
+    through = f" (the symlink's target {target})" if target != path else ""
+    raise NotARegularFile(f"{path}: is {kind}{through}, not a regular file, and is never replaced; give the path "
+                          "of a regular file (or of none yet)")
+
+
+def written_to(path: Path) -> str:
+    """``path`` as a message that it was written says it: a symlink with the file it was written through to."""
+    path = Path(path)
+    return f"{path} (a symlink: written through to {os.path.realpath(path)})" if path.is_symlink() else str(path)
+
+
 def default_file_mode() -> int:
     """0o666 less the process umask: what ``open(path, "w")`` would create (``mkstemp`` uses 0o600)."""
     mask = os.umask(0)
@@ -122,11 +171,11 @@ def default_file_mode() -> int:
 def replacing(path: Path, *, copy: bool = False) -> Iterator[Path]:
     """A temporary file beside ``path`` (``copy``: starting as a copy of it) that replaces ``path`` when the
     block ends without an error, synced to disk first: a reader sees the old file or the new one, never a
-    part. Its name, ``.<name>@<host>@<pid>-XXXX.tmp``, matches no glob for results (``*.json``) or shards
-    (``*.npz``), and tells the next run on the same host whether its writer is still alive
-    (:func:`remove_stale_temporaries`)."""
-    path = Path(path)
-
+    part. A symlink is written through (its target replaced, the link kept); what is neither a regular file
+    nor absent is refused before anything is written (:func:`write_target`). Its name,
+    ``.<name>@<host>@<pid>-XXXX.tmp``, matches no glob for results (``*.json``) or shards (``*.npz``), and tells
+    the next run on the same host whether its writer is still alive (:func:`remove_stale_temporaries`)."""
+    path = write_target(path)
     check_space(path)  # tests: a full disk (ISO_BENCH_FULL_DISK)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path), suffix=".tmp")
     os.close(fd)
