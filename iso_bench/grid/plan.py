@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import shlex
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,7 +173,33 @@ def reproduce_command(args: Any, model: str) -> str:
         parts += ["--seeds", *map(str, args.seeds)]
     if args.resamples != 1000:
         parts += ["--resamples", str(args.resamples)]
-    return shlex.join(parts)
+    return " ".join(map(shell_quote, parts))
+
+
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v",
+            "\\": "\\\\", "'": "\\'"}
+
+
+def shell_quote(arg: str) -> str:
+    """``arg`` quoted for a shell, on one line. :func:`shlex.quote`, unless ``arg`` holds a control character (a
+    newline, a tab, ...) or a line or paragraph separator: shlex keeps those raw inside its quotes, so the
+    command would span lines (and a newline read as a space names another folder). Then ANSI-C quoting,
+    ``$'...'`` with each such character escaped, which bash, zsh and ksh read (and POSIX sh since 2024).
+
+    >>> print(shell_quote("org/model"), shell_quote("/tmp/my model"), shell_quote("/tmp/a\\nb's"))
+    org/model '/tmp/my model' $'/tmp/a\\nb\\'s'
+    """
+    if not any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in arg):
+        return shlex.quote(arg)
+
+    def escaped(c: str) -> str:
+        if c in _ESCAPES:
+            return _ESCAPES[c]
+        if unicodedata.category(c) not in ("Cc", "Zl", "Zp"):
+            return c
+        return f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\u{ord(c):04x}"  # \x: a byte; \u: a character
+
+    return "$'" + "".join(map(escaped, arg)) + "'"
 
 
 def stopped(cause: Exception, run: Any, states: list[Any], cache: Any, summary: RunSummary) -> RunStopped:
