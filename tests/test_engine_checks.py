@@ -74,7 +74,7 @@ def test_slurm_without_sbatch_on_path_is_one_line_not_a_wait(tmp_path: Path) -> 
                            "--engine", "slurm"], env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.stderr.splitlines() == [
-        "iso-bench: error: --engine slurm submits its workers with Slurm's sbatch, squeue, scancel, and sbatch, "
+        "iso-bench: error: --engine slurm submits and watches its workers with Slurm's commands, and sbatch, "
         "squeue, scancel are not on PATH; run iso-bench on a Slurm login node (or load Slurm there, e.g. `module "
         "load slurm`), or use --engine dask --scheduler ADDRESS or --engine local"]
 
@@ -86,5 +86,5 @@ def test_one_missing_slurm_command_is_named(tmp_path: Path, monkeypatch: pytest.
         (tmp_path / name).write_text("#!/bin/sh\nexit 0\n")
         (tmp_path / name).chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(EngineError, match=r", and scancel is not on PATH; "):
+    with pytest.raises(EngineError, match=r"commands, and scancel is not on PATH; "):
         slurm_cluster(jobs=1)

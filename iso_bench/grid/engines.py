@@ -304,7 +304,7 @@ def slurm_cluster(*, jobs: int, partition: str | None = None, account: str | Non
     absence is an :class:`EngineError` before anything starts, not a wait."""
     missing = [name for name in SLURM_COMMANDS if shutil.which(name) is None]
     if missing:
-        raise EngineError(f"--engine slurm submits its workers with Slurm's {', '.join(SLURM_COMMANDS)}, and "
+        raise EngineError(f"--engine slurm submits and watches its workers with Slurm's commands, and "
                           f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on PATH; run iso-bench on "
                           "a Slurm login node (or load Slurm there, e.g. `module load slurm`), or use --engine dask "
                           "--scheduler ADDRESS or --engine local")
