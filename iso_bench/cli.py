@@ -28,7 +28,7 @@ from pathlib import Path
 from iso_bench._version import __version__
 from iso_bench.checks import InputError, check_device, check_results_dir, set_threads
 from iso_bench.data.fit_corpus import outlier_corpus
-from iso_bench.files import remove_empty_folders
+from iso_bench.files import remove_empty_folders, written_to
 from iso_bench.grid.engines import make_engine
 from iso_bench.grid.grid import run_grid
 from iso_bench.grid.plan import reproduce_command
@@ -331,7 +331,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if isinstance(written, str):
         sys.stdout.write(written)
     else:
-        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+        print("wrote " + ", ".join(map(written_to, written)), file=sys.stderr)  # a symlink: through to its target
     return 0
 
 

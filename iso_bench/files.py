@@ -17,6 +17,8 @@ import logging
 import os
 import re
 import shutil
+import socket
+import stat
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.faults import check_space, fault_point
+from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
 _WARNED: set[str] = set()  # the caches this process has said it cannot write to
@@ -45,22 +48,40 @@ def cache_not_written(path: Path, exc: OSError, what: str = "raw vectors") -> No
                    "(ISO_BENCH_CACHE) at a disk with room", what, root, why)
 
 
+STALE_AFTER = 3600.0
+"""Seconds after its last write from which a temporary file whose writer cannot be asked (another host's, or a
+name without a host) counts as left by a writer that died."""
+
+
+def host_name() -> str:
+    """This machine's name as temporary names carry it: ``socket.gethostname()`` with every character other
+    than letters, digits, ``.`` and ``-`` replaced by ``_`` (never ``@``, which delimits it)."""
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "unknown-host"
+
+
 def temporary_name(path: Path) -> str:
-    """The prefix of :func:`replacing`'s temporary files for ``path``: ``.<name>-<pid>-``, so that the next
-    run can tell the files of a writer that died (:func:`remove_stale_temporaries`)."""
-    return f".{Path(path).name}-{os.getpid()}-"
+    """The prefix of :func:`replacing`'s temporary files for ``path``: ``.<name>@<host>@<pid>-``, so that the
+    next run can tell the files of a writer that died (:func:`remove_stale_temporaries`), and a node of a
+    cluster never takes the pid of another node's writer for one of its own processes."""
+    return f".{Path(path).name}@{host_name()}@{os.getpid()}-"
 
 
-def remove_stale_temporaries(folder: Path, stale_after: float = 3600.0) -> list[Path]:
-    """Delete the temporary files of :func:`replacing` in ``folder`` whose writer is gone: a process of this
-    machine that no longer runs (the pid in the name), or, for a name without a pid (older versions), a file
-    older than ``stale_after`` seconds. A write in progress in a live process is left alone. Returns what
-    was deleted."""
+def remove_stale_temporaries(folder: Path, stale_after: float = STALE_AFTER) -> list[Path]:
+    """Delete the temporary files of :func:`replacing` in ``folder`` whose writer is gone. A file written on
+    this host (the host in its name) is judged by its writer's pid: deleted when that process no longer runs,
+    kept while it does. Any other is judged by age, deleted only when last written more than ``stale_after``
+    seconds ago: another host's (on a shared file system its pid says nothing here, and its writer may be
+    alive), and the names of earlier versions (``.<name>-<pid>-*.tmp``, no host: the writer may be another
+    node's; ``.tmp-*``, no pid). Returns what was deleted."""
     gone = []
+    here = host_name()
     for tmp in {*Path(folder).glob(".*.tmp"), *Path(folder).glob(".tmp-*")}:
-        pid = _writer_pid(tmp.name)
+        host, pid = _writer(tmp.name)
         try:
-            stale = not _alive(pid) if pid is not None else time.time() - tmp.stat().st_mtime > stale_after
+            if host == here and pid is not None:
+                stale = not _alive(pid)
+            else:
+                stale = time.time() - tmp.stat().st_mtime > stale_after
             if stale:
                 tmp.unlink()
                 gone.append(tmp)
@@ -69,10 +90,15 @@ def remove_stale_temporaries(folder: Path, stale_after: float = 3600.0) -> list[
     return gone
 
 
-def _writer_pid(name: str) -> int | None:
-    """The pid in a temporary name ``.<target>-<pid>-<random>.tmp``; None where there is none."""
+def _writer(name: str) -> tuple[str | None, int | None]:
+    """``(host, pid)`` of a temporary name ``.<target>@<host>@<pid>-<random>.tmp``; ``(None, pid)`` for an
+    earlier version's ``.<target>-<pid>-<random>.tmp``; ``(None, None)`` where neither is there."""
+    stem = name.removesuffix(".tmp").rpartition("-")[0]  # mkstemp's random part holds no "-"
+    parts = stem.rsplit("@", 2)
+    if len(parts) == 3 and parts[1] and parts[2].isdigit():
+        return parts[1], int(parts[2])
     parts = name.removesuffix(".tmp").rsplit("-", 2)
-    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+    return None, int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
 
 
 def _alive(pid: int) -> bool:
@@ -87,6 +113,53 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class NotARegularFile(IsoBenchError, OSError):
+    """A whole-file write aimed at something that is not a regular file (a FIFO, a device, a folder, a socket):
+    a temporary file renamed over it would replace it, and a reader of a FIFO or a device would get nothing."""
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_kind(path: Path) -> str | None:
+    """What ``path`` is, following symlinks, as a message says it (``"a regular file"``, ``"a folder"``, ``"a
+    FIFO (named pipe)"``, ``"a character device"``, ...); None when nothing is there (a dangling link included).
+
+    >>> file_kind(Path("/")), file_kind(Path("/no/such/file"))
+    ('a folder', None)
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # nothing there, or a file where a folder is meant above it
+        return None
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def write_target(path: Path) -> Path:
+    """The file a whole-file write of ``path`` (:func:`replacing`) replaces: ``path`` itself when it is a regular
+    file or nothing is there; for a symlink, the file it points to (every link followed: the link stays, its
+    target gets the new bytes), by the same rule. Anything else raises :class:`NotARegularFile`, naming it, what
+    it is, and what to do: a temporary file renamed over a FIFO or a device would replace it, and its reader
+    would never get the data."""
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    kind = file_kind(target)
+    if kind in (None, "a regular file"):
+        return target
+    through = f" (the symlink's target {target})" if target != path else ""
+    raise NotARegularFile(f"{path}: is {kind}{through}, not a regular file, and is never replaced; give the path "
+                          "of a regular file (or of none yet)")
+
+
+def written_to(path: Path) -> str:
+    """``path`` as a message that it was written says it: a symlink with the file it was written through to."""
+    path = Path(path)
+    return f"{path} (a symlink: written through to {os.path.realpath(path)})" if path.is_symlink() else str(path)
+
+
 def default_file_mode() -> int:
     """0o666 less the process umask: what ``open(path, "w")`` would create (``mkstemp`` uses 0o600)."""
     mask = os.umask(0)
@@ -98,10 +171,11 @@ def default_file_mode() -> int:
 def replacing(path: Path, *, copy: bool = False) -> Iterator[Path]:
     """A temporary file beside ``path`` (``copy``: starting as a copy of it) that replaces ``path`` when the
     block ends without an error, synced to disk first: a reader sees the old file or the new one, never a
-    part. Its name, ``.<name>-<pid>-XXXX.tmp``, matches no glob for results (``*.json``) or shards (``*.npz``),
-    and tells the next run whether its writer is still alive (:func:`remove_stale_temporaries`)."""
-    path = Path(path)
-
+    part. A symlink is written through (its target replaced, the link kept); what is neither a regular file
+    nor absent is refused before anything is written (:func:`write_target`). Its name,
+    ``.<name>@<host>@<pid>-XXXX.tmp``, matches no glob for results (``*.json``) or shards (``*.npz``), and tells
+    the next run on the same host whether its writer is still alive (:func:`remove_stale_temporaries`)."""
+    path = write_target(path)
     check_space(path)  # tests: a full disk (ISO_BENCH_FULL_DISK)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=temporary_name(path), suffix=".tmp")
     os.close(fd)

@@ -36,8 +36,10 @@ from iso_bench.registry import IsoBenchError
 from iso_bench.results.benchmark import DEFAULT_METHODS, NAME, bibtex, definition, definition_sha256
 from iso_bench.results.instances import encoder_of, install_capture, keep_units, track, tracked, write_instances  # noqa: F401 - named here too
 from iso_bench.results.result_files import (  # noqa: F401 - the repairs a run makes before each variant, named here too
+    NonFiniteScore,
     ResultsNotWritten,
     ensure_model_meta,
+    nonfinite_main_scores,
     result_identity,
     result_path,
     set_aside_garbled,
@@ -213,7 +215,10 @@ def install_result_hook() -> None:
     (:func:`iso_bench.results.instances.install_capture`, installed here too) are written first, beside the result
     (:func:`iso_bench.results.instances.write_instances`), and each entry's record names them and holds its bootstrap
     interval. A variant's files are written by :func:`write_result`, each one whole or not at all; the
-    results of other models go through mteb's own code unchanged. Idempotent."""
+    results of other models go through mteb's own code unchanged. A variant's result whose main score is not a
+    finite number is not written: :class:`NonFiniteScore` is raised (``mteb.evaluate``), or, under
+    ``iso-bench run``, kept in the encoder's ``refused`` (task -> error) for the runner to report as that
+    cell's failure. Idempotent."""
     from mteb.cache import ResultCache  # lazily: mteb takes seconds to import
 
     install_capture()
@@ -226,6 +231,14 @@ def install_result_hook() -> None:
         encoder = encoder_of(model_name)
         if encoder is None:
             return original(self, task_result, model_name, model_revision, **kwargs)
+        bad = nonfinite_main_scores(task_result)
+        if bad:  # never written, so never counted as done
+            refusal = NonFiniteScore(model_name.name, task_result.task_name, bad)
+            refused = getattr(encoder, "refused", None)
+            if refused is None:  # mteb's own path: mteb.evaluate reports it
+                raise refusal
+            refused[task_result.task_name] = refusal
+            return None
         record = encoder.provenance(task_result.task_name)
         try:
             units = write_instances(self, task_result, model_name, encoder, record.get("task_type"))

@@ -81,6 +81,51 @@ def test_bad_layer_and_model_give_clear_errors(tiny_bert_dir) -> None:
         Backbone(str(tiny_bert_dir / "nope"))
 
 
+def _copy(folder, tmp_path, **config):
+    """A copy of the model folder with ``config`` changed in its config.json."""
+    import json
+    import shutil
+
+    out = tmp_path / "model"
+    shutil.copytree(folder, out)
+    data = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**data, **config}))
+    return out
+
+
+def test_a_folder_whose_config_no_longer_fits_its_weights_is_one_line_not_a_traceback(
+        tiny_bert_dir, tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from iso_bench.cli import main
+    from tests.conftest import SHARED_DATA
+
+    folder = _copy(tiny_bert_dir, tmp_path, hidden_size=32)  # the weights are 16-d
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(BackboneError) as caught:
+        Backbone(str(folder))
+    assert str(caught.value) == (
+        f"cannot load model {str(folder)!r} (revision None): its weights do not fit the folder's config.json "
+        "(tensor shapes differ, as transformers' load report above lists); put back the config.json the weights "
+        "were saved with, or save the model again (save_pretrained)")
+    code = main(["run", "--model", str(folder), "--methods", "raw", "--tasks", "STS12", "--results",
+                 str(tmp_path / "res"), "--cache-dir", str(tmp_path / "cache"), "--data-dir", str(SHARED_DATA),
+                 "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert [line for line in err.splitlines() if line.startswith("iso-bench: error:")] == [
+        f"iso-bench: error: {caught.value}"]
+
+
+def test_a_local_folder_gets_no_hub_hint(tiny_bert_dir, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _copy(tiny_bert_dir, tmp_path)
+    (folder / "model.safetensors").unlink()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(BackboneError, match="check the folder: it needs config.json, the weights and a tokenizer") as e:
+        Backbone(str(folder))
+    assert "HF_HUB_OFFLINE" not in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(BackboneError, match="HF_HUB_OFFLINE=1 is set: put the model into the Hugging Face cache"):
+        Backbone("no-such-org/no-such-model")  # a hub id keeps the hint
+
+
 def test_local_folder_revision_is_a_content_hash(tiny_backbone: Backbone) -> None:
     assert tiny_backbone.revision.startswith("local-") and len(tiny_backbone.revision) == 46
 

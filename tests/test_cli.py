@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,18 @@ assert "_TqdmLoggingHandler" not in handlers()
 def test_console_routes_logs_through_tqdm_and_no_progress_silences_library_bars() -> None:
     proc = subprocess.run([sys.executable, "-c", CONSOLE], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["/tmp/my\nmodel", "/tmp/tab\there", "/tmp/it's\r\x1b\x7f", "/tmp/sep\u2028\x85é"])
+def test_the_reproduce_command_keeps_a_control_character_of_a_model_name_on_one_line(name: str) -> None:
+    from iso_bench.cli import build_parser
+    from iso_bench.grid.plan import reproduce_command
+
+    args = build_parser().parse_args(["run", "--model", name, "--methods", "raw", "--tasks", "STS12"])
+    command = reproduce_command(args, name)
+    assert len(command.splitlines()) == 1 and not any(c in command for c in "\n\r\t\x1b\x7f\x85\u2028")
+    # bash reads it back into the very same arguments (the newline no longer a space: another folder)
+    printed = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, check=True,
+                             env={**os.environ, "LC_ALL": "C.UTF-8"}).stdout
+    assert printed.decode("utf-8").split("\0")[:-1] == ["iso-bench", "run", "--model", name, "--methods", "raw",
+                                                        "--tasks", "STS12"]

@@ -327,13 +327,17 @@ def test_stale_temporary_files_are_deleted_and_never_read(tmp_path: Path, varian
 
 
 def test_temporary_files_of_a_writer_that_is_gone_are_deleted_at_once(tmp_path: Path, variant) -> None:
-    """A temporary name carries its writer's pid: one of a dead process goes, one of a live process stays."""
+    """A temporary name carries its writer's host and pid: on this host, one of a dead process goes, one of a
+    live process stays (another host's: tests/test_temporaries.py)."""
     import mteb
+
+    from iso_bench.files import host_name
 
     evaluate(variant, tmp_path)
     folder = result_file(tmp_path).parent
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    gone, alive = folder / f".STS12.json-{int(dead.stdout)}-ab12cd34.tmp", folder / f".STS13.json-{os.getpid()}-x.tmp"
+    gone = folder / f".STS12.json@{host_name()}@{int(dead.stdout)}-ab12cd34.tmp"
+    alive = folder / f".STS13.json@{host_name()}@{os.getpid()}-x.tmp"
     for path in (gone, alive):
         path.write_text('{"task_name": "STS1')
     assert set_aside_garbled(mteb.ResultCache(tmp_path), variant.mteb_model_meta) == []

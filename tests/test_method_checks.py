@@ -73,7 +73,7 @@ def test_the_command_line_refuses_such_a_spec_when_it_parses_it() -> None:
         (ClusterPCA(n_directions=-1), r"n_directions must be at least 0 \(directions removed per cluster\), got -1"),
         (Clip(dims=(3, -2)), r"dimensions \[-2\] are negative"),
         (Whiten(eps=-0.1), "eps must be >= 0"),
-        (Flow(steps=-1), "steps must be at least 0"),
+        (Flow(steps=-1), "steps must be at least 1"),
         (Clip(min_z=-1.0), "min_z must be >= 0"),
     ],
 )
@@ -81,6 +81,57 @@ def test_check_without_a_dimension_refuses_negative_values(method: Method, says:
     # a spec cannot carry a negative number ("-" separates its arguments): these come from Python callers
     with pytest.raises(MethodError, match=says):
         method.check()
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("whiten-eps=inf", "eps must be a finite number, got inf$"),
+        ("whiten-eps=nan", "eps must be a finite number, got nan$"),
+        ("zca-eps=1e999", "eps must be a finite number, got inf$"),  # float() overflows to inf
+        ("softdecay-alpha=nan", "alpha must be a finite number, got nan$"),
+        ("clip-min_z=inf", "min_z must be a finite number, got inf$"),
+        ("flow-lr=nan", "lr must be a finite number, got nan$"),
+        ("flow-steps=0", r"steps must be at least 1 \(Adam steps; 0 would score the untrained flow"),
+    ],
+)
+def test_a_number_that_is_not_finite_and_zero_flow_steps_are_refused_when_the_spec_is_parsed(spec: str,
+                                                                                            says: str) -> None:
+    from iso_bench.cli import method_spec
+
+    with pytest.raises(MethodError, match=f"^method '{re.escape(spec.replace('1e999', 'inf'))}': {says}"):
+        make_method(spec)
+    with pytest.raises(argparse.ArgumentTypeError, match=says):  # iso-bench run --methods refuses it while parsing
+        method_spec(spec)
+
+
+def _numeric_params() -> list[tuple[type, str]]:
+    """(method class, parameter) for every parameter of every registered method that holds a number."""
+    import typing
+
+    from iso_bench.methods import METHODS
+
+    out = []
+    for name in sorted(METHODS):
+        cls = METHODS.get(name)
+        hints = typing.get_type_hints(cls.__init__)
+        for key, default in cls.param_defaults().items():
+            kinds = set(typing.get_args(hints[key])) | {hints[key]}
+            if not isinstance(default, bool) and (isinstance(default, (int, float)) or kinds & {int, float}):
+                out.append((cls, key))
+    return out
+
+
+@pytest.mark.parametrize(("cls", "key"), _numeric_params(), ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")], ids=["nan", "inf", "-inf"])
+def test_every_numeric_parameter_of_every_method_refuses_a_value_that_is_not_finite(cls: type, key: str,
+                                                                                   value: float) -> None:
+    # the same check that refuses zca-eps=-1 (check(None), run when a spec is parsed and again by fit)
+    method = cls(**{key: value})
+    with pytest.raises(MethodError, match=f"{key} must be a finite number, got {value}"):
+        method.check()
+    with pytest.raises(MethodError, match=f"{key} must be a finite number"):
+        method.fit(gaussian(50, 8))
 
 
 # ---- check(dim): wrong for this model's dimension ---------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -25,10 +26,53 @@ from iso_bench.registry import IsoBenchError
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 GPU = "GPU"  # the Dask resource a worker holds per GPU, and a job on a GPU asks for
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")  # the protocols of a Dask scheduler's address
+SLURM_COMMANDS = ("sbatch", "squeue", "scancel")  # what dask-jobqueue and the user's checks run
 
 
 class EngineError(IsoBenchError):
     """An engine that cannot be started or reached; the message says what to give."""
+
+
+def scheduler_address(text: str, given: str = "--scheduler") -> str:
+    """``text`` as the address of a Dask scheduler, ``[protocol://]host:port``, checked before anything connects
+    (Dask's own parser raises a bare ValueError, and its client waits on what it cannot parse); ``given`` names
+    where it came from in the message. An empty address is an error, never a local cluster.
+
+    >>> scheduler_address(" tcp://head:8786 "), scheduler_address("10.0.0.5:8786")
+    ('tcp://head:8786', '10.0.0.5:8786')
+    >>> scheduler_address("tcp://127.0.0.1:notaport")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    iso_bench.grid.engines.EngineError: scheduler address ... the port 'notaport' is not a number from 1 to 65535; ...
+    """
+    value = text.strip()
+    if not value:
+        raise EngineError(f"{given} is empty: give the address of a running Dask scheduler, e.g. tcp://head:8786, "
+                          "or leave it out to start a local cluster of --workers processes")
+    scheme, sep, location = value.partition("://")
+    if not sep:
+        scheme, location = "tcp", value
+    host, colon, port = location.rpartition(":")
+    if scheme not in SCHEMES:
+        problem = f"unknown protocol {scheme!r} (one of {', '.join(SCHEMES)})"
+    elif not colon:
+        problem = f"no port in {location!r}"
+    elif not host.strip("[]"):
+        problem = "no host before the port"
+    elif not (port.isdigit() and 0 < int(port) < 65536):
+        problem = f"the port {port!r} is not a number from 1 to 65535"
+    else:
+        return value
+    raise EngineError(f"scheduler address {text!r} ({given}): {problem}; give it as tcp://HOST:PORT, e.g. "
+                      "tcp://head:8786 (the address `dask scheduler` prints)")
+
+
+def env_scheduler() -> str | None:
+    """The scheduler ``$DASK_SCHEDULER_ADDRESS`` names, checked (:func:`scheduler_address`); None when it is
+    unset or blank (a blank variable is taken as unset, as shells leave it)."""
+    value = os.environ.get(SCHEDULER_ENV, "")
+    return scheduler_address(value, f"${SCHEDULER_ENV}") if value.strip() else None
 
 
 class Engine(concurrent.futures.Executor):
@@ -125,8 +169,9 @@ class LocalEngine(Engine):
 
 
 class DaskEngine(Engine):
-    """Jobs as Dask futures on a cluster: ``scheduler`` (``tcp://host:8786``, or ``$DASK_SCHEDULER_ADDRESS``)
-    for a running one, else ``cluster`` (e.g. a ``SLURMCluster``), else a local cluster of ``workers``
+    """Jobs as Dask futures on a cluster: ``scheduler`` (``tcp://host:8786``; checked by
+    :func:`scheduler_address`, so ``""`` is an error) for a running one, else ``cluster`` (e.g. a
+    ``SLURMCluster``), else the scheduler of ``$DASK_SCHEDULER_ADDRESS``, else a local cluster of ``workers``
     processes with one thread each, started here and closed by :meth:`close`. A job on a GPU asks for the
     resource ``GPU=1``: start each worker with ``--resources GPU=1`` (one per GPU)."""
 
@@ -135,11 +180,12 @@ class DaskEngine(Engine):
     def __init__(self, scheduler: str | None = None, *, workers: int = 2, cluster: Any = None,
                  gpus_per_worker: int = 0, timeout: float = 30, worker_wait: float | None = 600,
                  poll: float = 30) -> None:
+        scheduler = (scheduler_address(scheduler) if scheduler is not None
+                     else None if cluster is not None else env_scheduler())
         try:
             from distributed import Client, LocalCluster  # lazily: an engine
         except ImportError:
             raise EngineError("--engine dask needs Dask distributed: pip install 'iso-bench[dask]'") from None
-        scheduler = scheduler or os.environ.get(SCHEDULER_ENV)
         self._owned = None
         try:
             if scheduler:
@@ -253,7 +299,15 @@ def slurm_cluster(*, jobs: int, partition: str | None = None, account: str | Non
     """A dask-jobqueue ``SLURMCluster`` of ``jobs`` Slurm jobs, one worker each, holding ``gpus`` GPUs
     (``--gres=gpu:N``, and the Dask resource ``GPU=N`` so each job of the grid takes one). Options not given
     here come from dask-jobqueue's configuration file (``~/.config/dask/jobqueue.yaml``). The scheduler runs in
-    this process, on ``scheduler_host`` (an address the compute nodes reach; default: this machine's)."""
+    this process, on ``scheduler_host`` (an address the compute nodes reach; default: this machine's). Slurm's
+    commands (:data:`SLURM_COMMANDS`) must be on ``PATH``: without them no worker could ever join, so their
+    absence is an :class:`EngineError` before anything starts, not a wait."""
+    missing = [name for name in SLURM_COMMANDS if shutil.which(name) is None]
+    if missing:
+        raise EngineError(f"--engine slurm submits and watches its workers with Slurm's commands, and "
+                          f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on PATH; run iso-bench on "
+                          "a Slurm login node (or load Slurm there, e.g. `module load slurm`), or use --engine dask "
+                          "--scheduler ADDRESS or --engine local")
     try:
         from dask_jobqueue import SLURMCluster  # lazily: an engine
     except ImportError:
@@ -279,7 +333,9 @@ def make_engine(name: str, *, scheduler: str | None = None, workers: int = 2, de
                 worker_wait: float | None = None, slurm: dict[str, Any] | None = None) -> Engine:
     """The engine ``--engine`` names: ``local`` (this process), ``dask`` (a running scheduler, or a local
     cluster of ``workers`` processes; its workers share this machine's GPU when ``device`` is a GPU) or
-    ``slurm`` (Slurm jobs with the options of :func:`slurm_cluster`). ``worker_wait``: as :func:`wait_limit`."""
+    ``slurm`` (Slurm jobs with the options of :func:`slurm_cluster`). ``worker_wait``: as :func:`wait_limit`.
+    What an engine needs is checked before it waits for anything: the scheduler's address (an empty
+    ``--scheduler ""`` included), Slurm's commands; each failure is one :class:`EngineError`."""
     if name == "dask":
         on_gpu = str(device or "").startswith("cuda")
         return DaskEngine(scheduler, workers=workers, gpus_per_worker=1 if on_gpu else 0,

@@ -5,8 +5,10 @@ model and task and tells, for each, how many of its results are already in the r
 data is at hand, without loading a model or a dataset. :func:`run_grid` prints the plan, submits the jobs that
 lack a result (jobs of one model one after another, so that a worker keeps the model it loaded), shows
 progress (jobs done, running, failed) and returns a :class:`GridSummary`: per model, the scores as a
-:class:`~iso_bench.grid.plan.RunSummary`, the jobs that failed with their reason and log, and those that ran
-more than once (their worker died and the engine ran them again).
+:class:`~iso_bench.grid.plan.RunSummary`, the jobs that failed with their reason and log, those that ran
+more than once (their worker died and the engine ran them again), those the engine lost (a scheduler that died:
+a worker that then completed one is read from the job's attempts, never called failed) and the warnings that
+jobs in other processes logged.
 
 Example:
     >>> summary = run_grid(["sentence-transformers/all-MiniLM-L6-v2"], RunConfig(tasks=["STS16"]))  # doctest: +SKIP
@@ -15,6 +17,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -54,8 +58,10 @@ class GridSummary:
 
     models: dict[str, RunSummary] = field(default_factory=dict)
     failed: list[dict[str, Any]] = field(default_factory=list)  # outcome dicts (model, task, reason, log, ...)
+    lost: list[dict[str, Any]] = field(default_factory=list)  # jobs the engine lost, unfinished: model, task, reason
     rerun: dict[str, int] = field(default_factory=dict)  # job label -> attempts
-    jobs_run: int = 0
+    warnings: dict[str, list[str]] = field(default_factory=dict)  # job label -> what a worker logged about it
+    jobs_run: int = 0  # jobs with an attempt that started during this grid
     seconds: float = 0.0
 
 
@@ -144,35 +150,68 @@ def run_grid(models: Sequence[str], base: RunConfig, *, engine: Engine | None = 
     jobs = {engine.submit(run_job, p.job.to_dict()): p  # a model's jobs together: workers keep its vectors
             for p in sorted(todo, key=lambda p: order.index(p.job.model))}
     say(f"running {len(todo)} jobs on {engine.describe()}")
-    done = failed = 0
+    failed, lost = 0, []
     bar = _progress(len(todo), base.progress)
     for future in engine.as_completed(jobs):
         p = jobs[future]
         error = future.exception()
-        result = future.result() if error is None else {  # the engine lost the job (its workers kept dying)
-            "model": p.job.model, "task": p.job.task.name, "ok": False, "scores": {}, "errors": {},
-            "reason": f"{type(error).__name__}: {error}", "log": None}
-        _merge(summary.models[p.job.model], result)
-        if result.get("revision"):
-            summary.models[p.job.model].revision = result["revision"]
-        if not result["ok"]:
-            failed += 1
-            summary.failed.append(result)
-        done += 1
+        if error is not None:  # the engine lost the job (a scheduler that died, workers that kept dying)
+            lost.append((p, error))
+        else:
+            failed += not _collect(summary, p, future.result())
         if bar is not None:
             bar.update(1)
             running = [jobs[f].job.label for f in engine.running(jobs)]
             bar.set_postfix_str(f"failed {failed}; running {len(running)}: {', '.join(running)[:60]}")
     if bar is not None:
         bar.close()
-    summary.jobs_run = done
+    for p, error in lost:  # what the job's attempts say of it: a worker may have completed it all the same
+        _collect(summary, p, _lost(p, error, _attempts(base, p, started_wall)))
     for p in todo:
-        starts = [a for a in read_attempts(base.results_dir, p.job.model, p.job.task.name) if a.get("event") == "start"]
-        ran = [a for a in starts if a["time"] >= started_wall]  # this grid's attempts, not an earlier run's
-        if len(ran) > 1:
-            summary.rerun[p.job.label] = len(ran)
+        starts = [a for a in _attempts(base, p, started_wall) if a.get("event") == "start"]
+        summary.jobs_run += bool(starts)
+        if len(starts) > 1:
+            summary.rerun[p.job.label] = len(starts)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _attempts(base: RunConfig, p: PlannedJob, since: float) -> list[dict[str, Any]]:
+    """The attempt records of ``p``'s job made during this grid (``since``: when it started), not an earlier run's."""
+    return [a for a in read_attempts(base.results_dir, p.job.model, p.job.task.name) if a.get("time", 0) >= since]
+
+
+def _collect(summary: GridSummary, p: PlannedJob, result: dict[str, Any]) -> bool:
+    """Add a job's outcome to ``summary``: its scores, its revision, and, where it failed or was lost, the job
+    itself; the warnings of a job run in another process (whose log the user does not see). Whether it is ok."""
+    _merge(summary.models[p.job.model], result)
+    if result.get("revision"):
+        summary.models[p.job.model].revision = result["revision"]
+    if result.get("lost"):
+        summary.lost.append(result)
+    elif not result["ok"]:
+        summary.failed.append(result)
+    if result.get("warnings") and (result.get("host"), result.get("pid")) != (socket.gethostname(), os.getpid()):
+        summary.warnings[p.job.label] = list(result["warnings"])
+    return bool(result["ok"])
+
+
+def _lost(p: PlannedJob, error: BaseException, attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The outcome of a job the engine lost, from its ``attempts`` in this grid: the last that ended, as its
+    worker reported it (a worker completes a job it is running when the scheduler dies); else lost, while it ran
+    (a worker may still finish it) or before it started."""
+    base = {"model": p.job.model, "task": p.job.task.name, "ok": False, "scores": {}, "errors": {}, "log": None}
+    ended = [a for a in attempts if a.get("event") == "end"]
+    if ended:
+        end = ended[-1]
+        return {**base, **{k: end[k] for k in ("ok", "reason", "revision", "scores", "errors", "warnings", "host",
+                                               "pid") if k in end}}
+    why = f"{type(error).__name__}: {error}".strip().rstrip(":")
+    started = [a for a in attempts if a.get("event") == "start"]
+    where = (f"while it ran on {started[-1].get('host')} (pid {started[-1].get('pid')}), which may still finish it"
+             if started else "and no attempt of it started")
+    return {**base, "lost": True, "reason": f"no outcome came back ({why}) {where}; run the same command again: it "
+                                          "computes only what is missing"}
 
 
 class _Known:

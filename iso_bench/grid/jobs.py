@@ -6,7 +6,10 @@ written whole and atomically by the runner, and a job that starts again finds th
 attempt finished and computes only the rest. Each attempt is recorded in the results folder, because the
 engine does not tell the client: ``<results>/grid/attempts/<model>/<task>.jsonl`` gets one line when an
 attempt starts and one when it ends (host, process, time, outcome), so that the grid can say which jobs ran
-more than once. A failed attempt's traceback is kept in ``<results>/grid/logs/<model>/<task>.log``.
+more than once; the end line holds the job's outcome (scores, errors), so that a grid whose engine lost the job
+(a scheduler that died) can still tell that a worker completed it. A failed attempt's traceback is kept in
+``<results>/grid/logs/<model>/<task>.log``. The warnings iso-bench logs while a job runs ("cannot write the raw
+vectors cache ...") come back in its outcome: a worker's log is not the user's terminal.
 
 Example:
     >>> job = Job(model="sentence-transformers/all-MiniLM-L6-v2", task=TaskRef("STS16"),
@@ -19,8 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import socket
+import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -69,6 +74,8 @@ class Outcome:
     revision: str | None = None
     seconds: float = 0.0
     host: str = ""
+    pid: int = 0  # the process that ran it: the grid repeats the warnings of another process's jobs
+    warnings: list[str] = field(default_factory=list)  # what iso-bench logged at WARNING while the job ran
 
 
 def attempts_file(results_dir: str | Path, model: str, task: str) -> Path:
@@ -104,6 +111,20 @@ def _record(results_dir: str | Path, model: str, task: str, entry: dict[str, Any
         os.close(fd)
 
 
+class _Warnings(logging.Handler):
+    """Each distinct warning that iso-bench logs in the thread that made it (a worker may run several jobs at
+    once, one per thread), in order."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.thread, self.messages = threading.get_ident(), []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.thread == self.thread and message not in self.messages:
+            self.messages.append(message)
+
+
 def run_job(job_data: dict[str, Any]) -> dict[str, Any]:
     """Run one job in this process (a worker's, or the client's for the local engine) and return its
     :class:`Outcome` as a dict. Never raises for a failure of the job itself: the outcome says it."""
@@ -115,7 +136,9 @@ def run_job(job_data: dict[str, Any]) -> dict[str, Any]:
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     cfg = RunConfig(**{k: v for k, v in job.config.items() if k in fields}, model=job.model,
                     tasks=[job.task.name], task_refs=[job.task])
-    outcome = Outcome(job.model, job.task.name, ok=True, host=socket.gethostname())
+    outcome = Outcome(job.model, job.task.name, ok=True, host=socket.gethostname(), pid=os.getpid())
+    warned, log = _Warnings(), logging.getLogger("iso_bench")
+    log.addHandler(warned)
     try:
         summary = run(cfg)
         outcome.revision = summary.revision
@@ -134,7 +157,11 @@ def run_job(job_data: dict[str, Any]) -> dict[str, Any]:
             outcome.log = str(path)
         except OSError:
             pass
-    outcome.seconds = time.perf_counter() - started
+    finally:
+        log.removeHandler(warned)
+    outcome.seconds, outcome.warnings = time.perf_counter() - started, warned.messages
     _record(results_dir, job.model, job.task.name,
-            {"event": "end", "ok": outcome.ok, "reason": outcome.reason, "seconds": round(outcome.seconds, 3)})
+            {"event": "end", "ok": outcome.ok, "reason": outcome.reason, "seconds": round(outcome.seconds, 3),
+             "revision": outcome.revision, "scores": outcome.scores, "errors": outcome.errors,
+             "warnings": outcome.warnings})
     return asdict(outcome)

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import shlex
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from iso_bench.mteb_plugin import (
 )
 from iso_bench.registry import IsoBenchError
 from iso_bench.results.benchmark import DEFAULT_METHODS
+from iso_bench.results.result_files import nonfinite_main_scores
 from iso_bench.vectors.base import EQUAL_LENGTH
 
 
@@ -99,7 +101,8 @@ class RunSummary:
 def missing_results(run: Any, cache: Any, variants: list[tuple[RunConfig, str, str, bool]]) -> list[set[str]]:
     """For each variant, the names of the tasks whose result is missing or incomplete (mteb's own test of what
     ``overwrite_strategy="only-missing"`` reruns; all of them under ``--overwrite``). A garbled result file
-    is set aside first and counts as missing; ``model_meta.json`` is (re)written where it is wrong."""
+    is set aside first and counts as missing, as is one whose main score is not a finite number;
+    ``model_meta.json`` is (re)written where it is wrong."""
     out = []
     for cfg, spec, _, _ in variants:
         meta = variant_meta_of(cfg, run, canonical_spec(spec, cfg.seed))
@@ -113,13 +116,15 @@ def missing_results(run: Any, cache: Any, variants: list[tuple[RunConfig, str, s
 
 
 def complete(task: Any, meta: Any, cache: Any) -> bool:
-    """Whether the result of ``meta`` on ``task`` exists and covers every split and subset, by mteb's own check."""
+    """Whether the result of ``meta`` on ``task`` exists and covers every split and subset, by mteb's own check,
+    with a main score that is a finite number in each (one that is not, as earlier versions wrote, is to be
+    computed again: the run sets it aside first, see :func:`missing_results`)."""
     try:
         from mteb.evaluate import OverwriteStrategy, _check_cache  # lazily: mteb takes seconds to import
     except ImportError:  # another mteb: let mteb.evaluate decide, task by task
         return False
     existing, missing = _check_cache(task, meta, cache, OverwriteStrategy.ONLY_MISSING)
-    return existing is not None and not missing
+    return existing is not None and not missing and not nonfinite_main_scores(existing)
 
 
 def canonical_spec(spec: str, seed: int = 0) -> str:
@@ -172,7 +177,33 @@ def reproduce_command(args: Any, model: str) -> str:
         parts += ["--seeds", *map(str, args.seeds)]
     if args.resamples != 1000:
         parts += ["--resamples", str(args.resamples)]
-    return shlex.join(parts)
+    return " ".join(map(shell_quote, parts))
+
+
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v",
+            "\\": "\\\\", "'": "\\'"}
+
+
+def shell_quote(arg: str) -> str:
+    """``arg`` quoted for a shell, on one line. :func:`shlex.quote`, unless ``arg`` holds a control character (a
+    newline, a tab, ...) or a line or paragraph separator: shlex keeps those raw inside its quotes, so the
+    command would span lines (and a newline read as a space names another folder). Then ANSI-C quoting,
+    ``$'...'`` with each such character escaped, which bash, zsh and ksh read (and POSIX sh since 2024).
+
+    >>> print(shell_quote("org/model"), shell_quote("/tmp/my model"), shell_quote("/tmp/a\\nb's"))
+    org/model '/tmp/my model' $'/tmp/a\\nb\\'s'
+    """
+    if not any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in arg):
+        return shlex.quote(arg)
+
+    def escaped(c: str) -> str:
+        if c in _ESCAPES:
+            return _ESCAPES[c]
+        if unicodedata.category(c) not in ("Cc", "Zl", "Zp"):
+            return c
+        return f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\u{ord(c):04x}"  # \x: a byte; \u: a character
+
+    return "$'" + "".join(map(escaped, arg)) + "'"
 
 
 def stopped(cause: Exception, run: Any, states: list[Any], cache: Any, summary: RunSummary) -> RunStopped:

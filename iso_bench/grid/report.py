@@ -33,7 +33,8 @@ def print_stopped(stop: Any) -> None:
 
 
 def print_grid(grid: Any) -> int:
-    """A grid: a table per model, the jobs run, reruns, failed jobs with their reason and log."""
+    """A grid: a table per model, the jobs run, the warnings of jobs that ran in other processes, reruns, jobs the
+    engine lost, failed jobs with their reason and log."""
     results_dir = None
     for summary in grid.models.values():
         results_dir = summary.results_dir
@@ -41,9 +42,14 @@ def print_grid(grid: Any) -> int:
             print(f"\n{summary_header(summary)}")
             print(format_summary(summary))
     print(f"\n{grid.jobs_run} jobs run in {grid.seconds:.1f} s; results in {results_dir}")
+    for label, messages in grid.warnings.items():  # logged on a worker, whose log the user does not see
+        for message in messages:
+            print(f"warning: {label}: {message}", file=sys.stderr)
     for label, attempts in grid.rerun.items():
         print(f"rerun: {label} ran {attempts} times (a worker was lost); each result is written once, whole",
               file=sys.stderr)
+    for lost in grid.lost:
+        print(f"lost: {lost['model']} on {lost['task']}: {lost['reason']}", file=sys.stderr)
     for failed in grid.failed:
         where = f" (log: {failed['log']})" if failed.get("log") else ""
         reason = failed.get("reason") or "; ".join(f"{k}: {v}" for k, v in failed.get("errors", {}).items())
@@ -56,7 +62,7 @@ def print_grid(grid: Any) -> int:
             if left:
                 cells[f"{model}: {label}"] = left
     status = print_failed_cells(cells)
-    return 1 if grid.failed else status
+    return 1 if grid.failed or grid.lost else status
 
 
 def print_failed_cells(errors: dict[str, dict[str, Any]]) -> int:

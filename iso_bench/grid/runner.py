@@ -287,6 +287,7 @@ def _start_variant(cfg: RunConfig, run: _Prepared, spec: str, position: str, *, 
         state.encoder.base_record, state.encoder.data_sources = run.base_record, run.sources
         state.encoder.mteb_model_meta = meta
         state.encoder.write_errors = []  # a result that cannot be written is reported here (see _evaluate)
+        state.encoder.refused = {}  # task -> NonFiniteScore: a result not written, its score not finite
     return state
 
 
@@ -312,6 +313,10 @@ def _evaluate(cfg: RunConfig, run: _Prepared, states: list[_VariantRun], cache: 
             raise state.encoder.write_errors[0]
         for error in result.exceptions or ():
             summary.errors.setdefault(state.label, {})[error.task_name] = error.exception
+        refusal = state.encoder.refused.pop(name, None)
+        if refusal is not None:  # a score that is not finite: no result written, the cell fails
+            summary.errors.setdefault(state.label, {})[name] = refusal.reason
+            continue
         for task_result in result.task_results:
             state.row[name] = task_result.get_score()
     bar.close()

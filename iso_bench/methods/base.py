@@ -8,7 +8,8 @@ n_directions=12)``, ``clip-dims=308,381`` gives explicit dimensions.
 
 Parameters are checked in two stages, so that a bad spec is refused before any vector is computed:
 :meth:`Method.check` with ``dim=None`` refuses what is wrong for every model (``cluster-pca-0``, a negative
-count, an unknown algorithm; :func:`make_method` runs it when a spec is parsed), and ``check(dim)`` what
+count, an unknown algorithm, a number that is not finite such as ``whiten-eps=inf``; :func:`make_method` runs
+it when a spec is parsed), and ``check(dim)`` what
 is wrong for ``dim``-d vectors (``abtt-999999`` on a 384-d model; a caller that knows the model's
 dimension can run it before encoding). ``fit`` runs ``check`` on the dimension of its input, then refuses
 fewer vectors than :meth:`Method.min_vectors`: the fewest from which the method's estimate exists.
@@ -17,6 +18,7 @@ fewer vectors than :meth:`Method.min_vectors`: the fewest from which the method'
 from __future__ import annotations
 
 import inspect
+import math
 import typing
 from typing import Any, ClassVar
 
@@ -96,8 +98,14 @@ class Method:
         With ``dim=None`` only what does not depend on the dimension is checked (a count below its
         minimum, an unknown choice), so a spec that no model could use is refused when it is parsed.
         The message names the spec and says what is allowed. A subclass extends it and calls
-        ``super().check(dim)`` first; the base refuses a dimension below 1.
+        ``super().check(dim)`` first; the base refuses a dimension below 1 and any parameter that holds a
+        number that is not finite (``whiten-eps=inf``, ``softdecay-alpha=nan``: ``float()`` parses both, and
+        neither gives a finite score), so no subclass check compares a NaN, which passes every ``<`` test.
         """
+        for key, value in self.get_params().items():
+            values = value if isinstance(value, (tuple, list)) else (value,)
+            if any(isinstance(v, (float, np.floating)) and not math.isfinite(v) for v in values):
+                self._refuse(f"{key} must be a finite number, got {_format_value(value)}")
         if dim is not None and dim < 1:
             self._refuse(f"input vectors need at least 1 dimension, got {dim}")
 

@@ -20,11 +20,11 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iso_bench.files import atomic_write_text
+from iso_bench.files import NotARegularFile, atomic_write_text, file_kind, write_target
 from iso_bench.report.board import build_leaderboard
 from iso_bench.report.cells import Leaderboard
 from iso_bench.report.html import render_html
-from iso_bench.report.plots import plot_data, plot_outliers, svg_plots, write_plots
+from iso_bench.report.plots import plot_data, plot_files, plot_outliers, svg_plots, write_plots
 from iso_bench.report.results import LeaderboardError, Result, read_results, split_model_name
 from iso_bench.report.tables import (
     RENDERERS,
@@ -86,6 +86,9 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     board = build_leaderboard(read_results(results_dir, accept_modified), ci, accept_modified)
     if out is None:
         return render(board, fmt)
+    if fmt == "markdown" and plot:  # the plots' files, beside the output, are checked before any is drawn
+        for name in plot_files(board, out.stem).values():
+            writable_output(out.parent / name)
     if fmt == "html":
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -117,7 +120,10 @@ def _html_index(output: str | Path) -> Path:
 def writable_output(output: str | Path) -> Path:
     """``output`` as a path the leaderboard (and its plots, beside it) can be written to, checked before any
     work: :class:`LeaderboardError`, naming it and what to do, for an empty path, a folder, a path under a file,
-    or a folder that cannot be written (read-only file system, ``/proc``, no permission)."""
+    anything else that is not a regular file (a FIFO, a device such as ``/dev/null`` or ``/dev/stdout``, a
+    socket: a temporary file renamed over it would replace it, and its reader would get nothing), or a folder
+    that cannot be written (read-only file system, ``/proc``, no permission). A symlink is written through to
+    its target (:func:`iso_bench.files.write_target`), whose folder is the one checked."""
     if not str(output).strip():
         raise LeaderboardError("the output path is empty (-o ''): give a file to write, e.g. -o leaderboard.md, "
                                "or leave -o out to print to standard output")
@@ -125,9 +131,16 @@ def writable_output(output: str | Path) -> Path:
     if out.is_dir():
         raise LeaderboardError(f"{out}: is a folder, not a file; give a file to write, e.g. -o "
                                f"{out / 'leaderboard.md'}")
-    folder = next((p for p in out.parents if p.exists()), Path("."))  # the nearest folder that is there
+    try:
+        target = write_target(out)
+    except NotARegularFile as exc:
+        raise LeaderboardError(f"{exc}; to print the leaderboard, leave -o out (and redirect standard output)"
+                               ) from None
+    folder = next((p for p in target.parents if p.exists()), Path("."))  # the nearest folder that is there
     if not folder.is_dir():
-        raise LeaderboardError(f"{out}: {folder} is a file, not a folder; give a file path in a folder")
+        kind = file_kind(folder)
+        raise LeaderboardError(f"{out}: {folder} is {'a file' if kind == 'a regular file' else kind}, not a folder; "
+                               "give a file path in a folder")
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
             pass

@@ -88,15 +88,22 @@ def write_plots(board: Leaderboard, folder: str | Path, stem: str) -> dict[str, 
     >>> write_plots(board, "leaderboards", "minilm")               # doctest: +SKIP
     {'sentence-transformers__all-MiniLM-L6-v2': 'minilm-sentence-transformers__all-MiniLM-L6-v2.png'}
     """
-    plots = [(s.key, p) for s in board.sections if (p := plot_data(s)) is not None]
-    if not plots:
+    names = plot_files(board, stem)
+    if not names:
         return {}
     plt = _pyplot()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for key, plot in plots:
-        _draw(plt, plot, folder / f"{stem}-{key}.png")
-    return {key: f"{stem}-{key}.png" for key, _ in plots}
+    for section in board.sections:
+        if section.key in names:
+            _draw(plt, plot_data(section), folder / names[section.key])
+    return names
+
+
+def plot_files(board: Leaderboard, stem: str) -> dict[str, str]:
+    """The files :func:`write_plots` writes, by section key, without drawing (so that they can be checked first):
+    ``<stem>-<key>.png`` for each model with a plot."""
+    return {s.key: f"{stem}-{s.key}.png" for s in board.sections if plot_data(s) is not None}
 
 
 def svg_plots(board: Leaderboard) -> dict[str, str]:

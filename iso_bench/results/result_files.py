@@ -22,13 +22,14 @@ import hashlib
 import io
 import json
 import logging
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from iso_bench.faults import fault_point
-from iso_bench.files import atomic_write_bytes, atomic_write_text, remove_stale_temporaries, replacing
+from iso_bench.files import STALE_AFTER, atomic_write_bytes, atomic_write_text, remove_stale_temporaries, replacing
 from iso_bench.numerics.stats import statistic_of
 from iso_bench.registry import IsoBenchError
 
@@ -38,6 +39,7 @@ DIGEST = "result_sha256"  # the key, in a score entry's iso_bench record, of the
 SCORES_DIGEST = "scores_sha256"  # the digest older versions wrote: of the scores alone
 META_FILE = "model_meta.json"
 GARBLED = ".garbled"  # the suffix of a result file set aside as unreadable
+NONFINITE = ".nonfinite"  # ... and of one whose main score is not a finite number (an earlier version wrote it)
 # what check_entry finds: the digest matches; it does not (changed after its run); only an older scores-only
 # digest, which matches; no digest at all
 VERIFIED, MODIFIED, OLDER, UNVERIFIED = "verified", "modified", "older", "unverified"
@@ -59,6 +61,31 @@ class ResultsNotWritten(IsoBenchError, OSError):
                          "on a disk with room, then run the same command again: it computes only the missing "
                          "results")
         self.path = Path(path)
+
+
+class NonFiniteScore(IsoBenchError, ValueError):
+    """A variant's result whose main score is not a finite number (NaN, infinity): never written, and never
+    counted as done. ``reason`` says it without the variant and task, for a line that names them."""
+
+    def __init__(self, model: str, task: str, found: list[str]) -> None:
+        self.reason = (f"main score {', '.join(found)} is not a finite number, so no result was written; the "
+                       "method's vectors are degenerate on this task (all equal, zero or not finite): check its "
+                       "parameters, or leave the variant out")
+        super().__init__(f"{model} on {task}: {self.reason}")
+
+
+def nonfinite_main_scores(task_result: Any) -> list[str]:
+    """The main scores of ``task_result`` (an mteb ``TaskResult``) that are not finite numbers, as
+    ``"<split>/<subset>: <value>"``; empty when every one is finite. mteb averages them into ``get_score()``,
+    so one NaN makes the result's score NaN.
+
+    >>> from types import SimpleNamespace
+    >>> nonfinite_main_scores(SimpleNamespace(scores={"test": [{"hf_subset": "en", "main_score": float("nan")}]}))
+    ['test/en: nan']
+    """
+    return [f"{split}/{entry.get('hf_subset', 'default')}: {value}"
+            for split, entries in task_result.scores.items() for entry in entries
+            if not isinstance(value := entry.get("main_score"), (int, float)) or not math.isfinite(value)]
 
 
 def _sha256(value: Any) -> str:
@@ -345,12 +372,14 @@ def ensure_model_meta(cache: Any, meta: Any) -> bool:
     return True
 
 
-def set_aside_garbled(cache: Any, meta: Any, stale_after: float = 3600.0) -> list[Path]:
+def set_aside_garbled(cache: Any, meta: Any, stale_after: float = STALE_AFTER) -> list[Path]:
     """Prepare a variant's results folder for another run: rename each result file that mteb cannot read
-    (cut short, or garbled) to ``<Task>.json.garbled`` (``.garbled-2``, ... when that name is taken), and
-    delete the temporary files that an interrupted write left (hidden ``.<name>-<pid>-*.tmp`` of a process that
-    is gone; one without a pid when older than ``stale_after`` seconds:
-    :func:`iso_bench.files.remove_stale_temporaries`). mteb stops on an unreadable result
+    (cut short, or garbled) to ``<Task>.json.garbled`` (``.garbled-2``, ... when that name is taken), and one
+    whose main score is not a finite number (:func:`nonfinite_main_scores`, as earlier versions wrote them)
+    to ``<Task>.json.nonfinite``, and delete the temporary files that an interrupted write left (hidden
+    ``.<name>@<host>@<pid>-*.tmp`` of a process of this host that is gone; another host's, or one of an
+    earlier version, when older than ``stale_after`` seconds: :func:`iso_bench.files.remove_stale_temporaries`).
+    mteb stops on an unreadable result
     (``overwrite_strategy="only-missing"`` loads it and raises); set aside, the result is missing, so it is
     computed and written again. Returns the new paths."""
     from mteb.results import TaskResult  # lazily: mteb takes seconds to import
@@ -362,17 +391,29 @@ def set_aside_garbled(cache: Any, meta: Any, stale_after: float = 3600.0) -> lis
     moved = []
     for path in sorted(p for p in folder.glob("*.json") if p.name != META_FILE and not p.name.startswith(".")):
         try:
-            TaskResult.from_disk(path)
+            bad = nonfinite_main_scores(TaskResult.from_disk(path))
         except Exception as exc:  # noqa: BLE001 - whatever mteb fails on, it would fail on in the run
-            target, n = path.with_name(path.name + GARBLED), 1
-            while target.exists():
-                n += 1
-                target = path.with_name(f"{path.name}{GARBLED}-{n}")
-            path.rename(target)
-            logger.warning("%s %s: set aside as %s, to be computed again (move it out of the results folder if it "
-                           "is a file of yours)", path, _why_unreadable(target, exc), target.name)
-            moved.append(target)
+            target = _set_aside(path, GARBLED)
+            why = _why_unreadable(target, exc)
+        else:
+            if not bad:
+                continue
+            target = _set_aside(path, NONFINITE)
+            why = f"has a main score that is not a finite number ({', '.join(bad)})"
+        logger.warning("%s %s: set aside as %s, to be computed again (move it out of the results folder if it "
+                       "is a file of yours)", path, why, target.name)
+        moved.append(target)
     return moved
+
+
+def _set_aside(path: Path, suffix: str) -> Path:
+    """Rename ``path`` to ``<name><suffix>`` (``<suffix>-2``, ... when that name is taken); the new path."""
+    target, n = path.with_name(path.name + suffix), 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}{suffix}-{n}")
+    path.rename(target)
+    return target
 
 
 def _why_unreadable(path: Path, exc: Exception) -> str:

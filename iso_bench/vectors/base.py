@@ -7,7 +7,9 @@ only by :mod:`iso_bench.vectors.loader`. Importing this module loads neither tor
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -20,6 +22,30 @@ KINDS = ("sentence", "tokens", "span")
 
 class BackboneError(IsoBenchError, RuntimeError):
     """The model cannot be loaded or run as asked; the message names the model and what to do."""
+
+
+def load_error(model_id: str, revision: str | None, exc: Exception) -> str:
+    """The one-line message of a :class:`BackboneError` for a model transformers cannot load: weights whose
+    shapes do not fit ``config.json`` (a RuntimeError of transformers, after its load report), a local folder
+    without what it needs, or a hub id that is not in the cache (the ``HF_HUB_OFFLINE`` hint only for a hub id:
+    a folder is never downloaded)."""
+    reason = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
+    folder = Path(model_id).is_dir()
+    if isinstance(exc, RuntimeError):
+        if "mismatch" not in str(exc).lower():
+            return f"cannot load model {model_id!r} (revision {revision}): {reason}"
+        where = "the folder's" if folder else "the revision's"
+        return (f"cannot load model {model_id!r} (revision {revision}): its weights do not fit {where} config.json "
+                "(tensor shapes differ, as transformers' load report above lists); put back the config.json the "
+                "weights were saved with, or save the model again (save_pretrained)")
+    if folder:
+        hint = "check the folder: it needs config.json, the weights and a tokenizer, as save_pretrained writes them"
+    elif os.environ.get("HF_HUB_OFFLINE") == "1":
+        hint = ("HF_HUB_OFFLINE=1 is set: put the model into the Hugging Face cache first (HF_HUB_CACHE) or pass a "
+                "local folder")
+    else:
+        hint = "check the id and revision, or pass a local folder"
+    return f"cannot load model {model_id!r} (revision {revision}): {reason}. {hint}"
 
 
 @runtime_checkable

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -42,6 +41,7 @@ from iso_bench.vectors.base import (
     POLICIES,
     BackboneError,
     check_request,
+    load_error,
     plan_batches,
     run_batches,
     span_rows,
@@ -169,16 +169,8 @@ class Backbone:
             self.model = AutoModel.from_pretrained(
                 model_id, revision=revision, trust_remote_code=trust_remote_code
             )
-        except (OSError, ValueError) as exc:
-            offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-            hint = (
-                "HF_HUB_OFFLINE=1 is set: put the model into the Hugging Face cache first "
-                "(HF_HUB_CACHE) or pass a local folder"
-                if offline
-                else "check the id and revision, or pass a local folder"
-            )
-            reason = str(exc).strip().rstrip(".")
-            raise BackboneError(f"cannot load model {model_id!r} (revision {revision}): {reason}. {hint}") from exc
+        except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: weights that do not fit config.json
+            raise BackboneError(load_error(model_id, revision, exc)) from exc
         if not getattr(self.tokenizer, "is_fast", False):
             raise BackboneError(
                 f"model {model_id!r} has no fast tokenizer; iso-bench needs character offsets for spans"
