@@ -27,6 +27,7 @@ from typing import Any
 
 from iso_bench.methods import MethodError, make_method
 from iso_bench.registry import IsoBenchError
+from iso_bench.vectors.base import read_model_json
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +172,10 @@ def _hidden_size(model: str, revision: str | None, trust_remote_code: bool) -> i
 
         config = AutoConfig.from_pretrained(model, revision=revision, trust_remote_code=trust_remote_code)
     except Exception as exc:  # noqa: BLE001 - not readable here: the fit checks the same specs later
+        static = read_model_json(model, "config.json", revision)  # a model2vec model: transformers has no class
+        if isinstance(static, dict) and static.get("model_type") == "model2vec" and isinstance(
+                static.get("hidden_dim"), int):
+            return static["hidden_dim"]
         logger.debug("no config for %s (%s): method specs are checked at fit time", model, exc)
         return None
     for attr in ("hidden_size", "d_model", "n_embd", "dim"):
@@ -180,12 +185,38 @@ def _hidden_size(model: str, revision: str | None, trust_remote_code: bool) -> i
     return None
 
 
-def check_methods(specs: Sequence[str], dims: dict[str, int], model: str) -> list[tuple[Any, str]]:
+def token_vectors_unavailable(model: str, revision: str | None = None, *, pooling: str | None = None,
+                              layer: int | None = None) -> str | None:
+    """Why ``model`` yields no token vectors, where that is known without loading it (None: it yields them,
+    or it cannot be told). Only a model that mteb runs by an ``encode`` of its own (not mteb's plain
+    sentence-transformers wrapper: a model behind an API, a custom implementation) gives sentence vectors only."""
+    if pooling is not None or layer is not None or Path(model).is_dir():
+        return None  # iso-bench's own backbone, or a folder run through its own pipeline: hidden states
+    from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper as Plain  # lazily: mteb
+
+    meta = MODEL_REGISTRY.get(model)
+    loader = getattr(meta, "loader", None)
+    loader = getattr(loader, "func", loader)  # a functools.partial
+    if meta is None or loader is None or "+" in (meta.name or ""):
+        return None
+    if isinstance(loader, type) and issubclass(loader, Plain) and loader.encode is Plain.encode:
+        return None
+    name = getattr(loader, "__qualname__", type(loader).__name__)
+    return f"mteb runs {model} by {name}, which gives sentence vectors only"
+
+
+def check_methods(specs: Sequence[str], dims: dict[str, int], model: str, *,
+                  no_tokens: str | None = None) -> list[tuple[Any, str]]:
     """Build every method of ``specs`` and check it against the model's dimensions; the built
-    ``(method, level)`` pairs come back. A refusal names the model and its dimension."""
+    ``(method, level)`` pairs come back. A refusal names the model and its dimension; a token-level method on a
+    model without token vectors (``no_tokens``: why, from :func:`token_vectors_unavailable`) is refused too."""
     made = []
     for spec in specs:
         method, level = make_method(spec)
+        if level == "token" and no_tokens:
+            raise MethodError(f"{spec} is a token-level method and {model} yields no token vectors ({no_tokens}): "
+                              "run sentence-level methods on it, or pass --pooling/--layer to read its hidden states")
         dim = dims.get(level)
         if dim is not None:
             try:

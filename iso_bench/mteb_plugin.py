@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from iso_bench.checks import check_methods, output_dims
+from iso_bench.checks import check_methods, output_dims, token_vectors_unavailable
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, CorpusProvider, read_text_file
 from iso_bench.data.fit_corpus import fit_budget as default_budget
 from iso_bench.data.sources import mirror_dir
@@ -46,6 +46,7 @@ from iso_bench.results.result_files import (  # noqa: F401 - the repairs a run m
     sign_scores,
     write_result,
 )
+from iso_bench.vectors.base import model_label
 from iso_bench.vectors.loader import load_backbone
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir
 
@@ -64,7 +65,9 @@ class VariantNameError(IsoBenchError, ValueError):
 
 
 def variant_name(model_id: str, method_spec: str) -> str:
-    """The mteb model name of a variant. mteb needs ``organization/name``."""
+    """The mteb model name of a variant. mteb needs ``organization/name``; a local folder is named
+    ``local/<folder name>`` (:func:`iso_bench.vectors.base.model_label`), never by its path."""
+    model_id = model_label(model_id)
     if "/" not in model_id:
         raise VariantNameError(
             f"model id {model_id!r} has no organization; mteb names models 'organization/name' "
@@ -127,7 +130,8 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
     corpus provider loads the task being evaluated itself (from ``data_dir`` when it holds the data)."""
     from iso_bench.encoder import VariantEncoder, base_record  # lazily: the encoder imports mteb
     dims = output_dims(base_model, revision, pooling=pooling, layer=layer)
-    [(_, level)] = check_methods([method], dims, base_model)  # before the model loads
+    no_tokens = token_vectors_unavailable(base_model, revision, pooling=pooling, layer=layer)
+    [(_, level)] = check_methods([method], dims, base_model, no_tokens=no_tokens)  # before the model loads
     backbone = load_backbone(base_model, revision, device=device, pooling=pooling, layer=layer, batch_size=batch_size)
     kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
     store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size)

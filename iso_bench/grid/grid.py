@@ -32,6 +32,7 @@ from iso_bench.grid.jobs import Job, read_attempts, run_job
 from iso_bench.grid.plan import RunConfig, RunSummary, canonical_spec, complete, seeded, variant_meta_of
 from iso_bench.grid.runner import normalized_model, revision_of
 from iso_bench.grid.tasks import TaskRef, build_task, data_at_hand, resolve
+from iso_bench.vectors.base import model_label
 
 # RunConfig fields a job carries (the model and tasks are the job's own)
 _JOB_FIELDS = [f.name for f in dataclasses.fields(RunConfig) if f.name not in ("model", "tasks", "task_refs")]
@@ -137,7 +138,7 @@ def run_grid(models: Sequence[str], base: RunConfig, *, engine: Engine | None = 
     say(format_plan(planned))
     summary = GridSummary()
     for p in planned:
-        summary.models.setdefault(p.job.model, RunSummary(p.job.model, p.revision or "unknown", [],
+        summary.models.setdefault(p.job.model, RunSummary(model_label(p.job.model), p.revision or "unknown", [],
                                                           results_dir=Path(base.results_dir) / "results"))
         summary.models[p.job.model].tasks.append(p.job.task.name)
     todo = [p for p in planned if p.missing]

@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iso_bench.checks import check_device, check_methods, check_results_dir, output_dims, set_threads
+from iso_bench.checks import (
+    check_device,
+    check_methods,
+    check_results_dir,
+    output_dims,
+    set_threads,
+    token_vectors_unavailable,
+)
 from iso_bench.data.fit_corpus import TRAIN, CorpusProvider, task_text_groups
 from iso_bench.data.sources import mirror_dir, use_source
 from iso_bench.grid.plan import RunConfig, RunStopped, RunSummary  # noqa: F401 - the runner's public names
@@ -33,6 +40,7 @@ from iso_bench.grid.plan import variant_meta_of as _variant_meta
 from iso_bench.grid.tasks import build_task, get_task, resolve  # noqa: F401 - get_task: named here for callers
 from iso_bench.methods import METHODS, make_method
 from iso_bench.mteb_plugin import ResultsNotWritten, install_result_hook, variant_name
+from iso_bench.vectors.base import model_label
 from iso_bench.vectors.loader import load_backbone, peek_revision
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir, default_token_cache_texts
 
@@ -119,7 +127,8 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     set_threads(cfg.threads)
     dims = output_dims(cfg.model, cfg.revision, trust_remote_code=cfg.trust_remote_code, pooling=cfg.pooling,
                        layer=cfg.layer)
-    made = check_methods(cfg.methods, dims, cfg.model)  # every spec against the encoder's dimension
+    no_tokens = token_vectors_unavailable(cfg.model, cfg.revision, pooling=cfg.pooling, layer=cfg.layer)
+    made = check_methods(cfg.methods, dims, cfg.model, no_tokens=no_tokens)  # every spec, before any work
     mirror_dir(cfg.data_dir)  # validates the mirror folder
     corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed,
                             budget=cfg.fit_budget)
@@ -224,7 +233,7 @@ def _run(cfg: RunConfig) -> RunSummary:
         if run.revision != revision:  # the loaded model names another revision than was peeked
             todo = _missing(run, cache, variants)
             _load(cfg, run, run.tasks)
-    summary = RunSummary(cfg.model, run.revision or "unknown", [t.metadata.name for t in run.tasks],
+    summary = RunSummary(model_label(cfg.model), run.revision or "unknown", [t.metadata.name for t in run.tasks],
                          results_dir=Path(cfg.results_dir) / "results")
     states = [_start_variant(variant_cfg, run, spec, position, replicate=replicate, todo=names)
               for (variant_cfg, spec, position, replicate), names in zip(variants, todo, strict=True)]

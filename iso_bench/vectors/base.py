@@ -7,6 +7,7 @@ only by :mod:`iso_bench.vectors.loader`. Importing this module loads neither tor
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,11 @@ from iso_bench.registry import IsoBenchError
 
 KINDS = ("sentence", "tokens", "span")
 """The kinds of raw vectors: one pooled vector per text, a text's token vectors, the mean vector of a span."""
+
+
+LOCAL = "local"
+"""The organisation a local model folder is named under: ``local/<folder name>`` (mteb names models
+``organization/name``); the folder's files are recorded by their digest (its revision), never by its path."""
 
 
 class BackboneError(IsoBenchError, RuntimeError):
@@ -46,6 +52,45 @@ def load_error(model_id: str, revision: str | None, exc: Exception) -> str:
     else:
         hint = "check the id and revision, or pass a local folder"
     return f"cannot load model {model_id!r} (revision {revision}): {reason}. {hint}"
+
+
+def model_label(model: str) -> str:
+    """The name results carry for ``model``: a hub id is itself, a local folder ``local/<folder name>``.
+
+    >>> model_label("sentence-transformers/all-MiniLM-L6-v2")
+    'sentence-transformers/all-MiniLM-L6-v2'
+    """
+    folder = Path(model).expanduser()
+    return f"{LOCAL}/{folder.resolve().name}" if folder.is_dir() else model
+
+
+def read_model_json(folder_or_id: str, filename: str, revision: str | None) -> dict | list | None:
+    """Read a small JSON file of a model (local folder or hub id, from the local Hugging Face cache when
+    offline); None when it does not exist."""
+    local = Path(folder_or_id)
+    if local.is_dir():
+        path = local / filename
+        return json.loads(path.read_text()) if path.is_file() else None
+    try:
+        from transformers.utils import cached_file  # lazily: transformers loads torch
+
+        path = cached_file(
+            folder_or_id,
+            filename,
+            revision=revision,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+        )
+    except Exception:  # noqa: BLE001 - a missing optional file is not an error
+        return None
+    return json.loads(Path(path).read_text()) if path else None
+
+
+def is_pipeline(model: str, revision: str | None = None) -> bool:
+    """Whether ``model`` is a sentence-transformers pipeline (its ``modules.json``: a Transformer or a static
+    embedding, then pooling, Dense, Normalize, ...), which is then run through its own modules."""
+    modules = read_model_json(model, "modules.json", revision)
+    return isinstance(modules, list) and bool(modules)
 
 
 @runtime_checkable

@@ -23,7 +23,6 @@ line reads :data:`POOLINGS`) loads neither.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -42,7 +41,9 @@ from iso_bench.vectors.base import (
     BackboneError,
     check_request,
     load_error,
+    model_label,
     plan_batches,
+    read_model_json,
     run_batches,
     span_rows,
 )
@@ -94,41 +95,20 @@ class Extraction:
         return asdict(self)
 
 
-def _read_json(folder_or_id: str, filename: str, revision: str | None) -> dict | list | None:
-    """Read a small JSON file of a model (local folder or hub id); None when it does not exist."""
-    local = Path(folder_or_id)
-    if local.is_dir():
-        path = local / filename
-        return json.loads(path.read_text()) if path.is_file() else None
-    try:
-        from transformers.utils import cached_file  # lazily: transformers loads torch
-
-        path = cached_file(
-            folder_or_id,
-            filename,
-            revision=revision,
-            _raise_exceptions_for_missing_entries=False,
-            _raise_exceptions_for_connection_errors=False,
-        )
-    except Exception:  # noqa: BLE001 - a missing optional file is not an error
-        return None
-    return json.loads(Path(path).read_text()) if path else None
-
-
 def default_extraction(model_id: str, revision: str | None = None) -> Extraction:
     """The model's usual pooling: its sentence-transformers configuration when it has one, else mean
     pooling over the last layer without normalisation."""
-    modules = _read_json(model_id, "modules.json", revision) or []
+    modules = read_model_json(model_id, "modules.json", revision) or []
     pooling, normalize = "mean", False
     for module in modules if isinstance(modules, list) else []:
         kind = str(module.get("type", ""))
         if kind.endswith("Pooling"):
-            cfg = _read_json(model_id, f"{module.get('path', '')}/config.json".lstrip("/"), revision) or {}
+            cfg = read_model_json(model_id, f"{module.get('path', '')}/config.json".lstrip("/"), revision) or {}
             if cfg.get("pooling_mode_cls_token"):
                 pooling = "cls"
         elif kind.endswith("Normalize"):
             normalize = True
-    st_cfg = _read_json(model_id, "sentence_bert_config.json", revision) or {}
+    st_cfg = read_model_json(model_id, "sentence_bert_config.json", revision) or {}
     max_length = int(st_cfg.get("max_seq_length", 512)) if isinstance(st_cfg, dict) else 512
     return Extraction(pooling=pooling, normalize=normalize, max_length=max_length)
 
@@ -159,7 +139,7 @@ class Backbone:
         import torch  # lazily: torch takes seconds to import
         from transformers import AutoModel, AutoTokenizer  # lazily: transformers loads torch
 
-        self.model_id = model_id
+        self.model_id = model_label(model_id)  # a local folder by its name; its files by their digest
         self.extraction = extraction or default_extraction(model_id, revision)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:

@@ -5,12 +5,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from iso_bench.files import folder_revision
-from iso_bench.vectors.base import EQUAL_LENGTH
+from iso_bench.vectors.base import EQUAL_LENGTH, BackboneError, is_pipeline, model_label
 from iso_bench.vectors.hf_backbone import Backbone, Extraction, default_extraction
 from iso_bench.vectors.mteb_backbone import MtebBackbone, mteb_meta
 
@@ -22,8 +26,9 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
 
     A model that mteb's registry implements (and that is not an iso-bench variant) is run by that
     implementation, :class:`~iso_bench.vectors.mteb_backbone.MtebBackbone`, unless ``pooling`` or ``layer`` asks
-    for iso-bench's own extraction; every other model by :class:`Backbone`, with its sentence-transformers
-    configuration (pooling, normalisation, max length) and at mteb's pinned revision when mteb lists one.
+    for iso-bench's own extraction; any other sentence-transformers pipeline (a hub id or a local folder with a
+    ``modules.json``: Transformer or static embedding, pooling of any mode, Dense, Normalize) through its own
+    modules (:func:`pipeline_backbone`); every other model by :class:`Backbone`, from its hidden states.
     ``hidden_states=True`` (an analysis over every layer, :func:`iso_bench.numerics.outliers.analyse`) always gives
     :class:`Backbone`. ``describe()["vectors"]`` says which path made the vectors (``"mteb"`` or ``"hf"``).
     ``batching`` is the batching policy (:func:`iso_bench.vectors.base.plan_batches`), recorded in the
@@ -38,6 +43,9 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
         if mteb_meta(model_id, revision) is not None:
             return MtebBackbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
                                 batch_size=batch_size, batching=batching)
+        if is_pipeline(model_id, revision):
+            return pipeline_backbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
+                                     batch_size=batch_size, batching=batching)
     if revision is None and not Path(model_id).is_dir():
         from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
 
@@ -80,3 +88,49 @@ def peek_revision(model: str, revision: str | None = None, *, pooling: str | Non
     except Exception:  # noqa: BLE001 - not known without loading: the backbone says it
         return None
     return getattr(config, "_commit_hash", None)
+
+
+def pipeline_backbone(model_id: str, revision: str | None = None, *, device: str | None = None,
+                      trust_remote_code: bool = False, batch_size: int = 32, batching: str = EQUAL_LENGTH) -> Any:
+    """A sentence-transformers pipeline that mteb does not list, run as mteb runs any such model (its
+    ``SentenceTransformerEncoderWrapper``), so that raw vectors are the pipeline's own: every pooling mode, Dense
+    layers, Normalize, static (model2vec) embeddings. A local folder is named ``local/<folder name>`` and its
+    revision is the digest of its files."""
+    import torch  # lazily: torch takes seconds to import
+    from mteb.models.model_meta import ModelMeta  # lazily: mteb takes seconds to import
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper  # lazily: mteb
+    from sentence_transformers import SentenceTransformer  # lazily: sentence-transformers loads torch
+
+    folder = Path(model_id).expanduser()
+    local = folder.is_dir()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        st = SentenceTransformer(str(folder.resolve()) if local else model_id, revision=None if local else revision,
+                                 device=device, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # noqa: BLE001 - whatever the pipeline's modules raise, said in one line
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackboneError(f"cannot load the sentence-transformers model {model_id!r}: {reason}. Check that the "
+                            "folder holds the model as sentence-transformers saved it (modules.json and each "
+                            "module's files)") from None
+    name = model_label(model_id)
+    commit = getattr(getattr(st, "model_card_data", None), "base_model_revision", None)
+    with warnings.catch_warnings(), _quiet("mteb.models.model_meta"):  # mteb's guess at the model's size
+        warnings.simplefilter("ignore")
+        wrapper = SentenceTransformerEncoderWrapper(st)
+    wrapper.mteb_model_meta = ModelMeta.create_empty(overwrites={
+        "name": name, "revision": folder_revision(folder) if local else (revision or commit or "unknown"),
+        "loader": SentenceTransformerEncoderWrapper})
+    return MtebBackbone(name, wrapper.mteb_model_meta.revision, device=device, batch_size=batch_size,
+                        model=wrapper, batching=batching)
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Messages of logger ``name`` below ERROR are dropped inside the block."""
+    log = logging.getLogger(name)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)

@@ -25,11 +25,8 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +43,17 @@ from iso_bench.vectors.base import (
     plan_batches,
     run_batches,
     span_rows,
+)
+from iso_bench.vectors.pipeline import (  # noqa: F401 - MtebExtraction, sentence_transformer: named here too
+    MtebExtraction,
+    as_numpy,
+    commit_of,
+    extraction_of,
+    numpy_ints,
+    routes_by_task,
+    sentence_transformer,
+    static_embedding,
+    views,
 )
 
 VARIANT_SEPARATOR = "+"  # iso-bench's variants are named "<base>+<method>" (iso_bench.mteb_plugin.SEPARATOR)
@@ -71,37 +79,6 @@ def mteb_meta(model_id: str, revision: str | None = None) -> Any | None:
     usable = (meta.loader is not None and VARIANT_SEPARATOR not in (meta.name or "")
               and "dense" in (meta.model_type or ()) and "text" in (meta.modalities or ()))
     return meta if usable else None
-
-
-@dataclass(frozen=True)
-class MtebExtraction:
-    """How mteb's implementation makes the vectors; part of every cache folder and result record.
-
-    ``prompts`` is the wrapper's prompt dictionary (task name, task type or prompt type -> prompt string).
-    ``settings`` is a digest of the loader's other settings.
-    """
-
-    implementation: str
-    prompts: Mapping[str, str] = field(default_factory=dict)
-    pooling: str | None = None
-    normalize: bool = False
-    max_length: int | None = None
-    token_vectors: str | None = None
-    settings: str = ""
-    batching: str = EQUAL_LENGTH
-
-    def key(self) -> str:
-        """A short stable name for cache folders (prompts are part of each text's key instead); vectors of
-        the equal-length policy live in a folder of their own (``padded`` and the model's own batching: the
-        folders of iso-bench 0.1, whose vectors they are)."""
-        norm = "-norm" if self.normalize else ""
-        batching = "-equal-length" if self.batching == EQUAL_LENGTH else ""
-        return f"mteb-{self.pooling or 'model'}{norm}-max{self.max_length or 'na'}-{self.settings[:10]}{batching}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"vectors": "mteb", "implementation": self.implementation, "prompts": dict(self.prompts),
-                "pooling": self.pooling, "normalize": self.normalize, "max_length": self.max_length,
-                "token_vectors": self.token_vectors, "settings_sha256": self.settings, "batching": self.batching}
 
 
 class MtebBackbone:
@@ -130,14 +107,15 @@ class MtebBackbone:
         self.model = model if model is not None else _load(meta, device)
         self.st = sentence_transformer(self.model)
         self.model_id = meta.name
-        self.revision = meta.revision or _commit(self.st) or "unknown"
+        self.revision = meta.revision or commit_of(self.st) or "unknown"
         self.batch_size = batch_size
         self.kinds = KINDS if self.st is not None else ("sentence",)
         # iso-bench groups the texts where it feeds the sentence-transformers pipeline itself; a model mteb runs
         # by its own encode is batched by that code, outside iso-bench's guarantee
-        self.extraction = _extraction(self.model, self.st, meta, batching if self.st is not None else MODEL_OWN)
+        self.extraction = extraction_of(self.model, self.st, meta, batching if self.st is not None else MODEL_OWN)
         self.max_length = self.extraction.max_length
-        self._routed = self.st is not None and _routes_by_task(self.st)
+        self._routed = self.st is not None and routes_by_task(self.st)
+        self._rows_matrix: np.ndarray | None = None  # a static pipeline's embedding matrix, read once
         if self.st is not None:
             self.device = str(self.st.device)
             measure = getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension
@@ -255,7 +233,7 @@ class MtebBackbone:
             if mask is None:  # no padding in this pipeline: any grouping gives the same vectors
                 lengths += [MIN_ROWS] * len(part)  # one group, never filled
             else:
-                lengths += [int(n) for n in _numpy_ints(mask).reshape(len(mask), -1).sum(axis=1)]
+                lengths += [int(n) for n in numpy_ints(mask).reshape(len(mask), -1).sum(axis=1)]
         return lengths
 
     def _rows(self, items: list[dict[str, Any]], batch: list[str], kinds: Sequence[str], spans: Any,
@@ -263,11 +241,12 @@ class MtebBackbone:
         """The requested vectors of one batch, from sentence-transformers' per-text output dicts."""
         result: dict[str, list[np.ndarray]] = {}
         if "sentence" in kinds:
-            result["sentence"] = [_numpy(item["sentence_embedding"]) for item in items]
+            result["sentence"] = [as_numpy(item["sentence_embedding"]) for item in items]
         if "tokens" in kinds or "span" in kinds:
-            aligned = self._align(items, batch, prompt)
+            static = static_embedding(self.st) is not None
+            aligned = self._static_align(batch, prompt) if static else self._align(items, batch, prompt)
             if "tokens" in kinds:
-                result["tokens"] = _views([hidden[real] for hidden, _, real in aligned])
+                result["tokens"] = views([hidden[real] for hidden, _, real in aligned])
             if "span" in kinds:
                 import torch  # lazily: torch takes seconds to import
 
@@ -277,6 +256,19 @@ class MtebBackbone:
                               torch.from_numpy(offsets), torch.from_numpy(real), self.max_length or 0)
                     for text, text_spans, (hidden, offsets, real) in zip(batch, spans, aligned, strict=True)]
         return result
+
+    def _static_align(self, batch: list[str], prompt: str) -> list[tuple[Any, Any, Any]]:
+        """:meth:`_align` for a static pipeline: per text, its tokens' rows of the embedding matrix (what the
+        model averages into its sentence vector), their character offsets and the mask of the text's own tokens."""
+        module = static_embedding(self.st)
+        if self._rows_matrix is None:
+            self._rows_matrix = module.embedding.weight.detach().float().cpu().numpy()
+        aligned = []
+        for enc in module.tokenizer.encode_batch([prompt + t for t in batch], add_special_tokens=False):
+            offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
+            real = offsets[:, 1] > len(prompt) if prompt else np.ones(len(offsets), dtype=bool)
+            aligned.append((self._rows_matrix[np.asarray(enc.ids, dtype=np.int64)], offsets, real))
+        return aligned
 
     def _align(self, items: list[dict[str, Any]], batch: list[str], prompt: str) -> list[tuple[Any, Any, Any]]:
         """Per text, as numpy arrays: its float32 token vectors without padding, their character offsets in
@@ -290,8 +282,8 @@ class MtebBackbone:
             if "token_embeddings" not in item:
                 raise TokenVectorsUnavailable(f"{self.model_id!r}: its sentence-transformers modules give no "
                                               "token_embeddings, so it has no token vectors")
-            ids = _numpy_ints(item["input_ids"])
-            mask = _numpy_ints(item["attention_mask"]).astype(bool) if "attention_mask" in item else None
+            ids = numpy_ints(item["input_ids"])
+            mask = numpy_ints(item["attention_mask"]).astype(bool) if "attention_mask" in item else None
             if mask is not None:
                 ids = ids[mask]
             if not np.array_equal(ids, enc["input_ids"][i]):
@@ -302,7 +294,7 @@ class MtebBackbone:
             real = ~np.asarray(enc["special_tokens_mask"][i], dtype=bool)
             if prompt:
                 real &= offsets[:, 1] > len(prompt)
-            hidden = _numpy(item["token_embeddings"])
+            hidden = as_numpy(item["token_embeddings"])
             aligned.append((hidden[mask] if mask is not None else hidden, offsets, real))
         return aligned
 
@@ -314,6 +306,12 @@ class MtebBackbone:
             raise TokenVectorsUnavailable(f"{self.model_id!r}: mteb runs it without a sentence-transformers "
                                           "tokenizer, so its token vectors have no token types")
         prompt = self.resolve_prompt(task_metadata, prompt_type)[0]
+        module = static_embedding(self.st)
+        if module is not None:
+            encodings = module.tokenizer.encode_batch([prompt + t for t in texts], add_special_tokens=False)
+            return [np.asarray(e.ids, dtype=np.int64)[np.asarray(e.offsets, dtype=np.int64).reshape(-1, 2)[:, 1]
+                                                      > len(prompt)] if prompt else np.asarray(e.ids, dtype=np.int64)
+                    for e in encodings]
         enc = self.st.tokenizer([prompt + t for t in texts], truncation=True, max_length=self.max_length,
                                 return_offsets_mapping=True, return_special_tokens_mask=True)
         out = []
@@ -338,7 +336,7 @@ class MtebBackbone:
         vectors = self.model.encode(loader, task_metadata=task_metadata if task_metadata is not None else _no_task(),
                                     hf_split="test", hf_subset="default", prompt_type=_as_prompt_type(prompt_type),
                                     batch_size=batch_size, show_progress_bar=progress)
-        matrix = _numpy(vectors)
+        matrix = as_numpy(vectors)
         if matrix.shape[0] != len(texts):
             raise BackboneError(f"{self.model_id!r}: mteb's implementation returned {matrix.shape[0]} vectors "
                                 f"for {len(texts)} texts")
@@ -346,20 +344,6 @@ class MtebBackbone:
 
 
 # ---- helpers ---------------------------------------------------------------------------------------
-def sentence_transformer(model: Any) -> Any | None:
-    """The SentenceTransformer behind an mteb implementation whose ``encode`` is mteb's plain
-    sentence-transformers wrapper; None for any other implementation (its own ``encode`` may do anything)."""
-    from mteb.models.sentence_transformer_wrapper import (  # lazily: mteb takes seconds to import
-        SentenceTransformerEncoderWrapper,
-    )
-    from sentence_transformers import SentenceTransformer  # lazily: sentence-transformers loads torch
-
-    plain = isinstance(model, SentenceTransformerEncoderWrapper) and (
-        type(model).encode is SentenceTransformerEncoderWrapper.encode)
-    st = getattr(model, "model", None)
-    return st if plain and isinstance(st, SentenceTransformer) else None
-
-
 def _load(meta: Any, device: str | None) -> Any:
     """``mteb.get_model`` with an error that names the model and what to do."""
     import mteb  # lazily: mteb takes seconds to import
@@ -372,41 +356,6 @@ def _load(meta: Any, device: str | None) -> Any:
         reason = str(exc).strip().rstrip(".")
         raise BackboneError(f"cannot load mteb's implementation of {meta.name!r} (revision {meta.revision}): "
                             f"{reason}. {hint}") from exc
-
-
-def _extraction(model: Any, st: Any, meta: Any, batching: str) -> MtebExtraction:
-    implementation = f"{type(model).__module__}.{type(model).__qualname__}"
-    prompts = {str(k): str(v) for k, v in (getattr(model, "model_prompts", None) or {}).items()}
-    settings = {k: v for k, v in (meta.loader_kwargs or {}).items() if k not in ("model_prompts", "device")}
-    if st is not None:
-        pooling = next((getattr(m, "pooling_mode", None) for m in st if type(m).__name__ == "Pooling"), None)
-        normalize = any(type(m).__name__ == "Normalize" for m in st)
-        max_length = st.max_seq_length or getattr(st.tokenizer, "model_max_length", None)
-        tokens = "sentence-transformers token_embeddings of the same forward pass"
-    else:
-        pooling, normalize, tokens = None, False, None
-        max_length = int(meta.max_tokens) if meta.max_tokens else None
-    blob = json.dumps({"implementation": implementation, "settings": settings, "default_prompt":
-                       getattr(st, "default_prompt_name", None)}, sort_keys=True, default=str)
-    return MtebExtraction(implementation, prompts, str(pooling) if pooling else None, normalize,
-                          int(max_length) if max_length else None, tokens, hashlib.sha256(blob.encode()).hexdigest(),
-                          batching)
-
-
-def _routes_by_task(st: Any) -> bool:
-    """Whether ``encode_query`` / ``encode_document`` differ from ``encode`` beyond the prompt: a Router
-    module, or per-task lengths or query expansion in the Transformer module."""
-    for module in st.modules():
-        if type(module).__name__ == "Router":
-            return True
-        if any(getattr(module, a, None) is not None for a in ("query_length", "document_length", "query_expansion")):
-            return True
-    return False
-
-
-def _commit(st: Any) -> str | None:
-    config = getattr(getattr(st[0], "model", None), "config", None) if st is not None else None
-    return getattr(config, "_commit_hash", None)
 
 
 def _prompt_type_value(prompt_type: Any) -> str | None:
@@ -426,22 +375,3 @@ def _no_task() -> Any:
     return TaskMetadata.model_construct(name="iso-bench/no-task", type=None, modalities=["text"])
 
 
-def _views(arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """The arrays as consecutive views of one block: a batch's token vectors, kept for the whole run, are one
-    allocation instead of one per text (tens of thousands of small arrays left among the forward pass's
-    temporaries fragmented the heap and slowed the encode itself by several percent)."""
-    if not arrays:
-        return arrays
-    block = np.concatenate(arrays, axis=0)
-    bounds = np.cumsum([0, *(len(a) for a in arrays)])
-    return [block[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
-def _numpy_ints(value: Any) -> np.ndarray:
-    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
-
-
-def _numpy(value: Any) -> np.ndarray:
-    if hasattr(value, "detach"):
-        value = value.detach().float().cpu().numpy()
-    return np.asarray(value, dtype=np.float32)
