@@ -179,3 +179,39 @@ def test_softdecay_lifts_the_small_singular_values_of_a_large_corpus_and_maps_em
     assert not m.transform(probe)[5].any()
     with pytest.raises(MethodError, match="alpha must be below 0"):
         make_method("softdecay-alpha=0.5")
+
+
+# ---- mean-proj (Ren, Sun & Liang: R2) ---------------------------------------------------------------------
+def test_mean_proj_equals_r2_of_the_paper() -> None:
+    """x - (x . mu_hat) mu_hat, with mu_hat the unit mean of the fit vectors, computed here the paper's way."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 6)) + np.array([3.0, -1.0, 0.5, 2.0, 0.0, 1.0])
+    mu = X.mean(axis=0)
+    mu_hat = mu / np.sqrt((mu**2).sum())
+    expected = np.array([x - np.dot(x, mu_hat) * mu_hat for x in X])
+    method, level = make_method("mean-proj")
+    assert level == "sentence"
+    np.testing.assert_allclose(method.fit(X).transform(X), expected, atol=1e-6)
+    assert np.abs(method.transform(X) @ mu_hat).max() < 1e-9  # nothing left along the mean direction
+    # by hand: mu = (1, 1); (2, 0) -> (1, -1), (0, 2) -> (-1, 1)
+    square = np.array([[2.0, 0.0], [0.0, 2.0]])
+    np.testing.assert_allclose(make_method("mean-proj")[0].fit(square).transform(square), [[1, -1], [-1, 1]],
+                               atol=1e-12)
+
+
+def test_mean_proj_renormalises_where_the_models_outputs_are_unit() -> None:
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(40, 5)) + 2.0
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    Z = make_method("mean-proj")[0].fit(U).transform(U)
+    np.testing.assert_allclose(np.linalg.norm(Z, axis=1), 1.0, atol=1e-12)
+    mu_hat = U.mean(axis=0) / np.linalg.norm(U.mean(axis=0))
+    raw = U - np.outer(U @ mu_hat, mu_hat)
+    np.testing.assert_allclose(Z, raw / np.linalg.norm(raw, axis=1, keepdims=True), atol=1e-12)
+    assert not np.allclose(np.linalg.norm(make_method("mean-proj")[0].fit(X).transform(X), axis=1), 1.0)
+
+
+def test_mean_proj_refuses_vectors_without_a_mean_direction() -> None:
+    X = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 2.0], [0.0, -2.0]])
+    with pytest.raises(MethodError, match="mean is zero"):
+        make_method("mean-proj")[0].fit(X)
