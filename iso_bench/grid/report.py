@@ -4,10 +4,13 @@ stopped the run, which results exist. Each returns the command's exit status (1 
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import Any
 
-from iso_bench.report import format_summary, summary_header
+from iso_bench.registry import IsoBenchError
+from iso_bench.report import build_leaderboard, format_summary, read_results, summary_header
+from iso_bench.report.verdict import verdict_lines
 
 
 def print_run(summary: Any) -> int:
@@ -19,7 +22,23 @@ def print_run(summary: Any) -> int:
     print(f"\nraw vectors: {stats.get('computed', 0)} texts encoded, {stats.get('reused', 0)} reused from the cache;"
           f" fits: {fits} run, {loaded} loaded from the fit cache; {summary.seconds:.1f} s; results in "
           f"{summary.results_dir}")
+    print_verdict(summary.results_dir, summary.model)
     return print_failed_cells(summary.errors)
+
+
+def print_verdict(results_dir: Any, model: str) -> None:
+    """The verdict on ``model`` from every result of it in the folder (:mod:`iso_bench.report.verdict`), and the
+    command that writes the whole leaderboard. Nothing when the folder holds no readable result of it."""
+    try:
+        results = [r for r in read_results(results_dir) if r.base == model]
+        lines = verdict_lines(build_leaderboard(results)) if results else []
+    except (IsoBenchError, OSError, ValueError) as exc:  # the verdict is a summary: the results stay as written
+        print(f"\nno verdict: {exc}", file=sys.stderr)
+        return
+    if lines:
+        print("\nverdict (paired bootstrap tests over this folder's results of the model):")
+        print("\n".join(f"  {line}" for line in lines))
+    print(f"\nthe leaderboard: iso-bench leaderboard {shlex.quote(str(results_dir))} -o leaderboard.md")
 
 
 def print_stopped(stop: Any) -> None:

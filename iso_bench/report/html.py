@@ -24,6 +24,7 @@ from iso_bench.methods import METHODS
 from iso_bench.report.cells import Cell, Column, Leaderboard, Row, Table
 from iso_bench.report.marks import MARKS
 from iso_bench.report.tables import MINUS, MISSING, _bounded, _label, benchmark_lines, format_cell, format_delta
+from iso_bench.report.verdict import verdict_lines
 from iso_bench.results.benchmark import bibtex
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -51,7 +52,8 @@ def render_html(board: Leaderboard, plots: Mapping[str, str] | None = None) -> s
     methods = sorted({row["method"] for s in sections for t in s["tables"] for row in t["rows"]})
     return env.get_template("leaderboard.html").render(
         board=board, sections=sections, groups=groups, methods=methods, missing=MISSING,
-        benchmark=" ".join(benchmark_lines(board, str)).replace("`", ""), bibtex=bibtex())
+        benchmark=" ".join(benchmark_lines(board, str)).replace("`", ""), bibtex=bibtex(),
+        verdict=verdict_lines(board))
 
 
 def _table(table: Table, table_id: str, section: str) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from iso_bench.report.cells import PERCENT_DECIMALS, Cell, Column, Leaderboard, 
 from iso_bench.report.escape import csv_text, latex_escape, md_code, md_text, md_url
 from iso_bench.report.marks import MARKS
 from iso_bench.report.plots import plot_data
+from iso_bench.report.verdict import verdict_lines
 from iso_bench.results.benchmark import CITATION_KEY, NAME, definition_sha256
 from iso_bench.results.result_files import VERIFIED
 
@@ -144,6 +145,9 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
     out = ["# iso-bench leaderboard", "",
            f"Built from {board.n_files} result files. Every table is followed by the provenance of its numbers; "
            f"{MISSING} is a missing result, never averaged.", "", *benchmark_lines(board, md_text), ""]
+    found = verdict_lines(board)
+    if found:
+        out += ["## Verdict", "", *[f"- {md_text(line)}" for line in found], ""]
     for section in board.sections:
         out += [f"## {md_text(section.title)}", ""]
         out += [md_text(section.subtitle, block=True), ""] if section.subtitle else []

@@ -1,0 +1,91 @@
+"""The verdict: one line per model, fitting setting and task group, generated from the same paired tests as the
+tables (never hand-written), so it stays true when the results change.
+
+For a group with a mean (MTEB STS, paper STS) the line judges the mean; for a group without one (the word tasks)
+each task. It names the best variant that beats raw significantly (the largest difference from raw whose paired
+bootstrap test has q ≤ 5% after the table's Benjamini-Hochberg correction), with its difference, interval and q,
+or says that no variant does; then the variants that lose to raw significantly. Diagnostics (isotropy) never enter.
+
+>>> from iso_bench.report.cells import Cell, Column, Leaderboard, Row, Section, Table
+>>> raw, good = Cell(80.0, 0.0), Cell(82.5, 2.5, delta_low=1.1, delta_high=3.9, q=0.004, significant=True)
+>>> table = Table("MTEB STS: main score × 100", ("variant",), (Column("mean:sts", "mean", "mean"),),
+...               (Row("org/m", "r1", "raw", (raw,)), Row("org/m", "r1", "whiten", (good,))))
+>>> [line] = verdict_lines(Leaderboard((Section("org/m", "revision r1", (table,), "m"),)))
+>>> line.split(": ")[0]
+'org/m, MTEB STS (mean), fitted on the test texts'
+>>> line.split(": ")[1]
+'whiten beats raw by +2.50 points (95% interval +1.10 to +3.90, q = 0.004).'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iso_bench.report.cells import Cell, Leaderboard, Row, Table
+
+COMPARISON = "comparison"  # the key of the section that compares models: judged per model instead
+
+
+def _setting(setup: str) -> str:
+    """A row's fitting setting in words a reader recognises."""
+    parts = [p.strip() for p in setup.strip("[] ").split(",") if p.strip()]
+    fit = next((p.split("=", 1)[1] for p in parts if p.startswith("fit_corpus=")), "task")
+    words = {"task": "fitted on the test texts", "train": "fitted on the training split"}.get(
+        fit, f"fitted on {fit}")
+    rest = [p for p in parts if not p.startswith(("fit_corpus=", "seeds", "seed="))]
+    return words + (f" ({', '.join(rest)})" if rest else "")
+
+
+def _judged(table: Table) -> list[tuple[int, str]]:
+    """The columns a table is judged on: its mean, else each task; none for a diagnostic table."""
+    means = [(i, c.label) for i, c in enumerate(table.columns) if c.kind == "mean"]
+    if means:
+        return [(means[0][0], "mean")]
+    return [(i, c.label) for i, c in enumerate(table.columns) if c.kind == "score"]
+
+
+def _points(value: float) -> str:
+    return f"{value:+.2f}"
+
+
+def _line(model: str, group: str, what: str, setting: str, rows: Sequence[tuple[Row, Cell]]) -> str | None:
+    tested = [(row, cell) for row, cell in rows if row.variant != "raw" and cell.delta is not None]
+    if not tested:
+        return None
+    wins = sorted((rc for rc in tested if rc[1].significant and rc[1].delta > 0),
+                  key=lambda rc: (-rc[1].delta, rc[0].variant))
+    losses = [row.variant for row, cell in tested if cell.significant and cell.delta < 0]
+    head = f"{model}, {group} ({what}), {setting}: "
+    if wins:
+        row, cell = wins[0]
+        interval = ("" if cell.delta_low is None else
+                    f"95% interval {_points(cell.delta_low)} to {_points(cell.delta_high)}, ")
+        text = head + f"{row.variant} beats raw by {_points(cell.delta)} points ({interval}q = {cell.q:.3f})."
+    elif any(cell.q is not None for _, cell in tested):
+        text = head + "no variant beats raw significantly."
+    else:
+        return head + "no paired tests (results without per-instance units); read the table."
+    if losses:
+        text += f" Significantly worse than raw: {', '.join(losses)}."
+    return text
+
+
+def verdict_lines(board: Leaderboard) -> list[str]:
+    """The verdict of ``board``: a line per (model, task group or task, setting), in the board's order."""
+    lines: list[str] = []
+    for section in board.sections:
+        if section.key == COMPARISON:
+            continue
+        for table in section.tables:
+            group = table.title.split(":")[0]
+            for index, what in _judged(table):
+                by_setting: dict[str, list[tuple[Row, Cell]]] = {}
+                for row in table.rows:
+                    if "benchmark=" in row.setup:  # another benchmark definition: shown, never judged
+                        continue
+                    by_setting.setdefault(_setting(row.setup), []).append((row, row.cells[index]))
+                for setting, rows in by_setting.items():
+                    line = _line(section.title, group, what, setting, rows)
+                    if line is not None:
+                        lines.append(line)
+    return lines

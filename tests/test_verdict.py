@@ -1,0 +1,71 @@
+"""The verdict at the top of every board and at the end of a run: generated from the paired tests of the tables."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iso_bench.report import build_leaderboard, read_results, render_markdown
+from iso_bench.report.html import render_html
+from iso_bench.report.verdict import verdict_lines
+from tests.report_helpers import sts_units, write_scored
+
+BASE = "org/alpha"
+N = 400
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """MTEB STS (STS12): ``sharp`` beats raw clearly, ``blurred`` loses clearly. WiC (a word task, no mean): the
+    variants' per-pair correctness differs from raw's on a handful of pairs only, so no test is significant."""
+    root = tmp_path_factory.mktemp("verdict")
+    for variant, noise in (("raw", 1.0), ("sharp", 0.3), ("blurred", 3.0)):
+        write_scored(root, BASE, variant, "STS12", sts_units(N, noise, seed=1))
+    rng = np.random.default_rng(7)
+    right = (rng.random(N) < 0.6).astype(float)
+    for variant, flips in (("raw", 0), ("sharp", 3), ("blurred", 4)):
+        units = right.copy()
+        units[:flips] = 1 - units[:flips]
+        write_scored(root, BASE, variant, "WiC", units, "mean")
+    return root
+
+
+@pytest.fixture(scope="module")
+def board(folder: Path):
+    return build_leaderboard(read_results(folder))
+
+
+def test_the_verdict_names_the_significant_winner_and_losers_and_says_when_none(board) -> None:
+    lines = verdict_lines(board)
+    sts = next(line for line in lines if "MTEB STS" in line)
+    wic = next(line for line in lines if "WiC" in line)
+    table = next(t for s in board.sections for t in s.tables if t.title.startswith("MTEB STS"))
+    sharp = next(r for r in table.rows if r.variant == "sharp").cells[-1]  # the mean column
+    assert sharp.significant and sharp.delta > 0
+    assert sts.startswith(f"{BASE}, MTEB STS (mean), fitted on the test texts: sharp beats raw by +{sharp.delta:.2f}")
+    assert f"q = {sharp.q:.3f}" in sts and f"{sharp.delta_low:+.2f} to {sharp.delta_high:+.2f}" in sts
+    assert sts.endswith("Significantly worse than raw: blurred.")
+    assert re.search(r"\(WiC\), fitted on the test texts: no variant beats raw significantly\.$", wic), wic
+    assert not any("Isotropy" in line for line in lines)
+
+
+def test_the_markdown_board_and_the_page_open_with_the_verdict(board) -> None:
+    lines = verdict_lines(board)
+    markdown = render_markdown(board)
+    assert markdown.index("## Verdict") < markdown.index(f"## {BASE}")
+    assert all(f"- {line}" in markdown for line in lines)
+    page = render_html(board)
+    assert page.index('id="verdict"') < page.index("<table")
+    assert all(line.replace("'", "&#39;") in page for line in lines)
+
+
+def test_the_end_of_a_run_prints_the_verdict(folder: Path, capsys) -> None:
+    from iso_bench.grid.report import print_verdict
+
+    print_verdict(folder, BASE)
+    out = capsys.readouterr().out
+    assert "sharp beats raw by +" in out and "no variant beats raw significantly" in out
+    assert f"iso-bench leaderboard {folder} -o leaderboard.md" in out
