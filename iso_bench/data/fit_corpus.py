@@ -14,12 +14,13 @@ provider the tasks it has loaded; on mteb's own path the provider loads the task
 Example:
     >>> corpus = FitCorpus("file:demo", ("a cat", "a dog"), {"fit_corpus": "file", "path": "demo"})
     >>> corpus.to_record()["n_texts"], corpus.to_record()["texts_sha256"][:12]
-    (2, '2d5ba4a4de8e')
+    (2, 'c3f20e3f4ebf')
 """
 
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,7 +217,9 @@ def _reader(task: Any, which: str) -> Any:
     from mteb.abstasks.text.summarization import AbsTaskSummarization  # lazily: mteb takes seconds to import
 
     if which != TASK:
-        return _train_texts if isinstance(task, AbsTaskClassification) else None
+        if isinstance(task, AbsTaskClassification):
+            return _train_texts
+        return _pair_train_texts if isinstance(task, (AbsTaskSTS, AbsTaskPairClassification)) else None
     table = ((AbsTaskRetrieval, _retrieval_texts), (AbsTaskClassification, _classification_texts),
              (AbsTaskSTS, _pair_texts), (AbsTaskPairClassification, _pair_texts),
              (AbsTaskBitextMining, _bitext_texts), (AbsTaskSummarization, _summary_texts),
@@ -270,6 +273,28 @@ def _classification_texts(task: Any, data: Any) -> list[tuple[str | None, list[s
 
 def _train_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
     return [(None, [t for c in _columns(task.input_column_name) for t in _strings(_column(data[task.train_split], c))])]
+
+
+def _pair_train_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
+    """Both sides of the pairs of a pair task's training split. mteb loads the evaluation splits only, so the
+    train split is read from the same source (the mirror folder the task points at, or the hub at the pinned
+    revision); an error names the task where the dataset has none."""
+    import datasets  # lazily: datasets loads pyarrow
+
+    if TRAIN in data:
+        part = data[TRAIN]
+    else:
+        path, revision = task.metadata.dataset["path"], task.metadata.dataset.get("revision")
+        local = Path(str(path)).is_dir()
+        try:
+            part = datasets.load_dataset(str(path), revision=None if local else revision, split=TRAIN)
+        except Exception as exc:  # noqa: BLE001 - "no such split" comes as several exception types
+            raise FitCorpusError(f"task {task.metadata.name!r} has no training split in {path} ({exc}); use "
+                                 "--fit-corpus task or a text file with one text per line") from None
+    columns = [c for c in ("sentence1", "sentence2") if c in part.column_names]
+    if not columns:
+        raise FitCorpusError(f"task {task.metadata.name!r}: its training split has no sentence1/sentence2 columns")
+    return [(None, [t for c in columns for t in _strings(_column(part, c))])]
 
 
 def _pair_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
@@ -353,7 +378,7 @@ class CorpusProvider:
         task's) is built once and kept; a larger one (a retrieval corpus of millions of documents) is built
         again each time it is asked for, once per variant, rather than holding its texts as Python strings
         through the whole run."""
-        key = f"file:{self.setting}" if self.is_file else f"{self.setting}:{task_name}"
+        key = f"file:{self.setting}:{task_name}" if self.is_file else f"{self.setting}:{task_name}"
         corpus = self._corpora.get(key)
         if corpus is None:
             corpus = self._build(task_name)
@@ -364,6 +389,8 @@ class CorpusProvider:
     def _build(self, task_name: str | None) -> FitCorpus:
         if self.is_file:
             corpus = FitCorpus.from_file(self.setting)
+            if task_name is not None:
+                corpus = held_out(corpus, self._task(task_name))
             if self.sample is None:
                 return corpus
             groups, record = _sample([(None, list(corpus.texts))], self.sample, self.seed, dict(corpus.record))
@@ -371,10 +398,41 @@ class CorpusProvider:
         if task_name is None:
             raise FitCorpusError(f"fit corpus {self.setting!r} needs the task being evaluated; pass a task or a "
                                  "fit corpus file")
+        task = self._task(task_name)
+        corpus = FitCorpus.from_task(task, self.setting, sample=self.sample, seed=self.seed)
+        return corpus if self.setting == TASK else held_out(corpus, task)
+
+    def _task(self, task_name: str) -> Any:
         task = self._tasks.get(task_name)
         if task is None:
             task = self._tasks[task_name] = get_task(task_name, self.data_dir)
-        return FitCorpus.from_task(task, self.setting, sample=self.sample, seed=self.seed)
+        return task
+
+
+HELD_OUT_RULE = "NFKC, case-folded, letters and digits only (whitespace, punctuation and tokenisation ignored)"
+
+
+def normalised(text: str) -> str:
+    """A text as the held-out check compares it (:data:`HELD_OUT_RULE`).
+
+    >>> normalised("A man is playing a guitar .") == normalised("a man is playing a GUITAR.")
+    True
+    """
+    return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold() if ch.isalnum())
+
+
+def held_out(corpus: FitCorpus, task: Any) -> FitCorpus:
+    """``corpus`` without the texts that equal a text ``task`` evaluates (under :data:`HELD_OUT_RULE`): a corpus
+    other than the task's own texts is held out, whatever it is; how many were removed is recorded."""
+    evaluated = {normalised(t) for t in task_texts(task)}
+    groups = [(p, tuple(t for t in ts if normalised(t) not in evaluated)) for p, ts in corpus.groups]
+    kept = tuple(dict.fromkeys(t for _, ts in groups for t in ts))
+    if not kept:
+        raise FitCorpusError(f"fit corpus {corpus.key}: every text is also a text of {task.metadata.name}, which "
+                             "it must be held out from; fit on other texts")
+    record = {**corpus.record, "held_out_from": task.metadata.name, "held_out_removed": len(corpus.texts) - len(kept),
+              "held_out_rule": HELD_OUT_RULE}
+    return FitCorpus(f"{corpus.key}-held-out:{task.metadata.name}", kept, record, tuple(groups), corpus.task_metadata)
 
 
 def outlier_corpus(corpus: str, data_dir: str | None = None) -> tuple[list[str], str]:
