@@ -442,6 +442,3 @@ def _terminate_as_interrupt() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGTERM, previous)
 
-
-if __name__ == "__main__":
-    sys.exit(main())
