@@ -1,6 +1,7 @@
 """The ``iso-bench`` command line: all of its argparse, and a thin layer that parses, calls and prints.
 
-Each sub-command is a parser plus one ``cmd_*`` function (``set_defaults(func=...)``); the work is done by
+Each sub-command is a parser plus one ``cmd_*`` function (``set_defaults(func=...)``), here or, for
+``submission``, in :mod:`iso_bench.cli.submission`; the work is done by
 :mod:`iso_bench.grid.runner`, the report writers and the registries. ``iso-bench --help``, ``<command> --help``
 and ``iso-bench list`` import neither torch nor mteb: the defaults they show come from light modules.
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from iso_bench._version import __version__
 from iso_bench.checks import InputError, check_device, check_results_dir, set_threads
+from iso_bench.cli.submission import add_submission
 from iso_bench.data.fit_corpus import outlier_corpus
 from iso_bench.files import remove_empty_folders, written_to
 from iso_bench.grid.engines import make_engine
@@ -118,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_leaderboard(sub)
     _add_outliers(sub)
     _add_cache(sub)
+    add_submission(sub)
     return parser
 
 
@@ -439,6 +442,3 @@ def _terminate_as_interrupt() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGTERM, previous)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,168 @@
+"""``iso-bench submission``: a small real run (raw, whiten and flow with one seed on STS16 and STSBenchmark,
+all-MiniLM-L6-v2, the shared data mirror) turned into a folder in the layout of MTEB's results repository,
+checked by that repository's own test suite (../shared/mteb-results-check/run.sh), read back by mteb's
+``ResultCache.load_results`` per variant, its digests verified where a reader finds them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iso_bench.results.submission import SubmissionError, submission_kwargs, write_submission
+from tests.conftest import MINILM, SHARED_DATA
+
+CHECK = SHARED_DATA.parent / "mteb-results-check" / "run.sh"
+REVISION = "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+BASE = MINILM.replace("/", "__")
+EXPERIMENTS = {"whiten": "fit_corpus_task__post_processing_whiten",
+               "flow": "fit_corpus_task__post_processing_flow__seed_0"}
+TASKS = ("STS16", "STSBenchmark")
+pytestmark = pytest.mark.slow
+
+
+def _suite(folder: Path) -> tuple[int, dict[str, int], str]:
+    """Run the results repository's suite on ``folder``: exit status, pytest's counts, its output."""
+    done = subprocess.run(["bash", str(CHECK), str(folder), sys.executable], capture_output=True, text=True,
+                          timeout=900)
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary)}
+    return done.returncode, counts, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def submitted(tmp_path_factory: pytest.TempPathFactory, vector_cache: Path) -> tuple[Path, Path]:
+    """The run's results folder and its submission (a folder of model folders)."""
+    from iso_bench.grid.runner import RunConfig, run
+
+    results = tmp_path_factory.mktemp("run")
+    summary = run(RunConfig(methods=["raw", "whiten", "flow"], tasks=list(TASKS), results_dir=results,
+                            cache_dir=vector_cache, data_dir=SHARED_DATA, progress=False, resamples=50))
+    assert all(summary.scores[f"{MINILM}+{m}"][t] is not None for m in ("raw", "whiten", "flow") for t in TASKS)
+    out = tmp_path_factory.mktemp("submission") / "out"
+    made = write_submission(results, out)
+    assert made.files and not made.tasks_left_out and not made.models_left_out
+    return results / "results", out
+
+
+
+def test_layout_names_each_setup_by_mtebs_serialisation(submitted: tuple[Path, Path]) -> None:
+    _, out = submitted
+    assert sorted(p.name for p in out.iterdir()) == [BASE]  # no "+method" folder
+    revision = out / BASE / REVISION
+    assert sorted(p.name for p in (revision / "experiments").iterdir()) == sorted(EXPERIMENTS.values())
+    assert sorted(p.name for p in revision.glob("*.json")) == ["STS16.json", "STSBenchmark.json", "model_meta.json"]
+    for method, name in EXPERIMENTS.items():
+        meta = json.loads((revision / "experiments" / name / "model_meta.json").read_text())
+        assert meta["name"] == MINILM and meta["revision"] == REVISION
+        assert meta["experiment_kwargs"]["post_processing"] == method
+        assert sorted(p.name for p in (revision / "experiments" / name).iterdir()) == sorted(
+            ["model_meta.json", *(f"{t}.json" for t in TASKS)])  # no units, no run settings
+    base_meta = json.loads((revision / "model_meta.json").read_text())
+    assert base_meta["name"] == MINILM and base_meta["experiment_kwargs"] is None
+
+
+def test_results_repository_suite_passes_on_the_submission_and_fails_on_plus_folders(
+        submitted: tuple[Path, Path], tmp_path: Path) -> None:
+    if not CHECK.is_file():
+        pytest.skip(f"{CHECK} is not here")
+    results, out = submitted
+    status, counts, output = _suite(out)
+    assert status == 0, output[-3000:]
+    print(output.strip().splitlines()[-1])  # the suite's summary, for the log (pytest -s)
+    assert counts.get("passed", 0) > 10 and "failed" not in counts and "errors" not in counts, output[-2000:]
+    plus = tmp_path / "plus"
+    shutil.copytree(results, plus)  # the run's own folders, as they are
+    status, counts, output = _suite(plus)
+    assert status != 0 and counts.get("failed", 0) >= 1, output[-2000:]
+    assert "test_all_models_are_implemented_in_mteb" in output and f"{MINILM}+whiten" in output
+
+
+def test_load_results_reads_back_exactly_each_variants_results(submitted: tuple[Path, Path], tmp_path: Path) -> None:
+    import mteb
+
+    from iso_bench.results.submission import submitted_meta
+
+    _, out = submitted
+    shutil.copytree(out, tmp_path / "results")  # a ResultCache reads <cache>/results/<model>/...
+    cache = mteb.ResultCache(tmp_path)
+    seen = {}
+    for method in ("whiten", "flow"):
+        meta = submitted_meta(mteb.get_model_meta(f"{MINILM}+{method}"))
+        assert meta.experiment_name == EXPERIMENTS[method]
+        loaded = cache.load_results(models=[meta], include_remote=False, load_experiments="match_kwargs")
+        [model] = loaded.model_results
+        assert model.experiment_name == EXPERIMENTS[method]
+        assert sorted(r.task_name for r in model.task_results) == sorted(TASKS)
+        seen[method] = {r.task_name: r.get_score() for r in model.task_results}
+        for task in TASKS:
+            entry = json.loads((out / BASE / REVISION / "experiments" / EXPERIMENTS[method] / f"{task}.json")
+                               .read_text())["scores"]["test"][0]
+            assert entry["iso_bench"]["variant"]["method"] == method
+    assert seen["whiten"] != seen["flow"]
+    [own] = cache.load_results(models=[mteb.get_model_meta(MINILM)], include_remote=False,
+                               load_experiments="no_experiments").model_results
+    assert own.experiment_name is None and sorted(r.task_name for r in own.task_results) == sorted(TASKS)
+
+
+def test_digests_verify_where_a_reader_finds_them(submitted: tuple[Path, Path]) -> None:
+    from iso_bench.results.result_files import MODIFIED, VERIFIED, check_entry, identity
+
+    _, out = submitted
+    for path in sorted(out.rglob("STS16.json")):
+        meta = json.loads((path.parent / "model_meta.json").read_text())
+        entry = json.loads(path.read_text())["scores"]["test"][0]
+        ident = identity(meta["name"], REVISION, meta["experiment_kwargs"] or {}, "STS16")
+        assert check_entry(entry, ident) == VERIFIED, path
+        assert check_entry(entry, {**ident, "model": f"{MINILM}+raw"}) == MODIFIED
+
+
+def test_a_changed_score_is_refused(submitted: tuple[Path, Path], tmp_path: Path) -> None:
+    results, _ = submitted
+    copy = tmp_path / "results"
+    shutil.copytree(results, copy)
+    [path] = (copy / f"{BASE}+whiten").rglob("STS16.json")
+    data = json.loads(path.read_text())
+    data["scores"]["test"][0]["main_score"] += 0.01
+    path.write_text(json.dumps(data))
+    with pytest.raises(SubmissionError, match="digest does not match"):
+        write_submission(copy, tmp_path / "out")
+
+
+def test_own_tasks_are_left_out_with_a_line(submitted: tuple[Path, Path], tmp_path: Path) -> None:
+    results, _ = submitted
+    copy = tmp_path / "results"
+    shutil.copytree(results, copy)
+    for path in (copy / f"{BASE}+whiten").rglob("STS16.json"):
+        data = json.loads(path.read_text())
+        path.with_name("WiC.json").write_text(json.dumps({**data, "task_name": "WiC"}))
+    made = write_submission(copy, tmp_path / "out")
+    assert made.tasks_left_out == {"WiC"} and not list((tmp_path / "out").rglob("WiC.json"))
+    [line] = made.notes()
+    assert line.startswith("left out WiC: iso-bench's own tasks")
+
+
+def test_same_setup_same_name_and_different_setups_different_names() -> None:
+    from mteb.models.model_meta import _serialize_experiment_kwargs_to_name as name
+
+    task = {"fit_corpus": "task"}
+    assert name(submission_kwargs("whiten-256", {**task, "data": "mirror"})) == name(
+        submission_kwargs("whiten-n_components=256", task)) == "fit_corpus_task__post_processing_whiten__whiten." \
+        "n_components_256"
+    setups = [("whiten", task), ("zca", task), ("whiten", {"fit_corpus": "train"}), ("flow", {**task, "seed": 0}),
+              ("flow", {**task, "seed": 1}), ("raw", {"pooling": "cls"}), ("raw", {})]
+    names = [name(submission_kwargs(spec, setup)) for spec, setup in setups]
+    assert len(set(names)) == len(names) and names[-1] is None
+
+
+def test_an_occupied_output_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x").write_text("")
+    with pytest.raises(SubmissionError, match="not an empty folder"):
+        write_submission(tmp_path, tmp_path / "out")
