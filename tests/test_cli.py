@@ -61,7 +61,7 @@ def test_list_names_every_method_and_every_carded_task(capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     lines = out.splitlines()
     methods = [line.split()[0] for line in lines if line.startswith("  ") and line.split()[0] in method_names()]
-    assert methods == ["raw", "center", "clip", "abtt", "whiten", "cluster-pca", "flow", "zscore", "zca",
+    assert methods == ["raw", "center", "mean-proj", "clip", "abtt", "whiten", "cluster-pca", "flow", "zscore", "zca",
                        "zipfian-whiten", "softdecay"]  # the README's order
     for card in cards():
         assert any(line.split()[:2] == [card.name, card.kind] and line.endswith(card.size) for line in lines), card
