@@ -4,7 +4,8 @@ tables (never hand-written), so it stays true when the results change.
 For a group with a mean (MTEB STS, paper STS) the line judges the mean; for a group without one (the word tasks)
 each task. It names the best variant that beats raw significantly (the largest difference from raw whose paired
 bootstrap test has q ≤ 5% after the table's Benjamini-Hochberg correction), with its difference, interval and q,
-or says that no variant does; then the variants that lose to raw significantly. Diagnostics (isotropy) never enter.
+or says that no variant does; then the variants that lose to raw significantly. Diagnostics (isotropy) never enter,
+and neither do cells without a paired test (results without per-instance units, a board without intervals).
 
 >>> from iso_bench.report.cells import Cell, Column, Leaderboard, Row, Section, Table
 >>> raw, good = Cell(80.0, 0.0), Cell(82.5, 2.5, delta_low=1.1, delta_high=3.9, q=0.004, significant=True)
@@ -63,8 +64,8 @@ def _line(model: str, group: str, what: str, setting: str, rows: Sequence[tuple[
         text = head + f"{row.variant} beats raw by {_points(cell.delta)} points ({interval}q = {cell.q:.3f})."
     elif any(cell.q is not None for _, cell in tested):
         text = head + "no variant beats raw significantly."
-    else:
-        return head + "no paired tests (results without per-instance units); read the table."
+    else:  # no paired test (results without units, or a board rendered without intervals): no verdict to give
+        return None
     if losses:
         text += f" Significantly worse than raw: {', '.join(losses)}."
     return text
