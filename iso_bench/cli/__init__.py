@@ -1,7 +1,7 @@
 """The ``iso-bench`` command line: all of its argparse, and a thin layer that parses, calls and prints.
 
 Each sub-command is a parser plus one ``cmd_*`` function (``set_defaults(func=...)``); the work is done by
-:mod:`iso_bench.grid.runner`, the report writers and the registries. The argument types
+:mod:`iso_bench.grid.runner`, :mod:`iso_bench.export`, the report writers and the registries. The argument types
 live in :mod:`.arguments`, the console (log lines through progress bars, SIGTERM) in :mod:`.console`.
 ``iso-bench --help``, ``<command> --help`` and ``iso-bench list`` import neither torch nor mteb: the defaults
 they show come from light modules.
@@ -30,6 +30,7 @@ from iso_bench.checks import check_results_dir, set_threads
 from iso_bench.cli.arguments import device_name, method_spec, positive_int, seconds  # noqa: F401 - named here too
 from iso_bench.cli.console import Terminated, console, terminate_as_interrupt
 from iso_bench.data.fit_corpus import outlier_corpus
+from iso_bench.export import export
 from iso_bench.files import remove_empty_folders, written_to
 from iso_bench.grid.engines import make_engine
 from iso_bench.grid.grid import run_grid
@@ -56,6 +57,7 @@ EPILOG = """examples:
   iso-bench leaderboard results -o leaderboard.md # tables, plots and provenance from a results folder
   iso-bench outliers --model google-bert/bert-base-uncased  # outlier dimensions of every layer
   iso-bench cache list                            # what the raw-vector cache holds; `cache prune --max-size 20G`
+  iso-bench export sentence-transformers/all-MiniLM-L6-v2+whiten --fit-corpus task:STSBenchmark -o minilm-whiten
 
 environment: ISO_BENCH_DATA_DIR (data directory), ISO_BENCH_CACHE (raw-vector cache),
 HF_HUB_OFFLINE=1 with HF_HUB_CACHE (models from a local Hugging Face cache)"""
@@ -80,7 +82,33 @@ def build_parser() -> argparse.ArgumentParser:
     _add_leaderboard(sub)
     _add_outliers(sub)
     _add_cache(sub)
+    _add_export(sub)
     return parser
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    exp = sub.add_parser("export", help="fit a variant and write it as a sentence-transformers model folder",
+                         description="Fit MODEL+SPEC as `iso-bench run` fits it and write a sentence-transformers "
+                         "folder: the base model's modules, then the fitted method (sentence-level affine methods as "
+                         "Dense modules, others as an iso-bench module), and iso_bench_transform.npz/.json (the "
+                         "transform as plain arrays and its fit record). Load it with SentenceTransformer(DIR).")
+    exp.set_defaults(func=cmd_export, network=True)
+    exp.add_argument("variant", metavar="MODEL+SPEC", help="the base model (hub id or local folder), '+', a method "
+                     "spec, e.g. sentence-transformers/all-MiniLM-L6-v2+whiten")
+    exp.add_argument("--fit-corpus", required=True, metavar="FILE|task:NAME",
+                     help="a text file (one text per line), task:NAME (the task's texts, as `iso-bench run` fits on "
+                     "them) or train:NAME (its training split)")
+    exp.add_argument("-o", "--output", required=True, metavar="DIR", help="the folder to write (new or empty)")
+    exp.add_argument("--overwrite", action="store_true", help="replace DIR when it holds an earlier export")
+    exp.add_argument("--revision", help="model revision (default: the one mteb pins, else the latest)")
+    exp.add_argument("--data-dir", help="data directory for task:NAME (env ISO_BENCH_DATA_DIR)")
+    exp.add_argument("--cache-dir", help="raw-vector cache (env ISO_BENCH_CACHE, default ~/.cache/iso_bench)")
+    exp.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: cuda when available)")
+    exp.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
+    exp.add_argument("--seed", type=int, default=0, help="seed of the fitted method (default: 0)")
+    exp.add_argument("--threads", type=positive_int, metavar="N", help="CPU threads for torch (env ISO_BENCH_THREADS)")
+    exp.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (off by default)")
+    exp.add_argument("--no-progress", action="store_true", help="hide progress bars (model loading's too)")
 
 
 def _add_cache(sub: argparse._SubParsersAction) -> None:
@@ -323,6 +351,19 @@ def cmd_cache(args: argparse.Namespace) -> int:
     for path in gone:
         print(("would remove " if args.dry_run else "removed ") + str(path))
     print(f"{len(gone)} files {'would be ' if args.dry_run else ''}removed; now:\n{describe(root)}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Fit one variant and write it as a sentence-transformers model folder; say how to load it."""
+    set_threads(args.threads)
+    record = export(args.variant, args.fit_corpus, args.output, data_dir=args.data_dir, cache_dir=args.cache_dir,
+                    device=args.device, seed=args.seed, batch_size=args.batch_size, revision=args.revision,
+                    trust_remote_code=args.trust_remote_code, overwrite=args.overwrite, progress=not args.no_progress)
+    how = record["export"]
+    trust = ", trust_remote_code=True" if how["needs_iso_bench"] else ""
+    print(f"wrote {args.output}: {record['variant']} ({', '.join(how['modules']) or 'no module'} after the base "
+          f"model's, {how['output_dim']}-d vectors); load it with SentenceTransformer({str(args.output)!r}{trust})")
     return 0
 
 
