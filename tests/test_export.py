@@ -165,3 +165,67 @@ def test_the_module_saves_and_loads_its_state_without_pickle(tmp_path) -> None:
     got = loaded({"sentence_embedding": x})["sentence_embedding"].numpy()
     np.testing.assert_array_equal(got, method.transform(X[:5].astype(np.float32)).astype(np.float32))
     assert loaded.get_embedding_dimension() == 8 and Path(tmp_path / "state.json").is_file()
+
+
+# ---- local folders: a static pipeline, and a model without one --------------------------------------------
+@pytest.fixture
+def static_dir(tmp_path) -> Path:
+    """A static (model2vec-like) sentence-transformers pipeline: a tiny WordPiece tokenizer, seeded 8-d rows,
+    then Normalize."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Normalize
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    from tests.conftest import WORDS
+
+    vocab = {tok: i for i, tok in enumerate(["[UNK]", *WORDS])}
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    rows = torch.from_numpy(np.random.default_rng(0).normal(size=(len(vocab), 8)).astype(np.float32))
+    folder = tmp_path / "static-model"
+    SentenceTransformer(modules=[StaticEmbedding(tok, embedding_weights=rows), Normalize()]).save(str(folder))
+    return folder
+
+
+def test_a_token_level_variant_of_a_static_folder_exports_its_rows_pooled(static_dir, tmp_path, capsys) -> None:
+    """center-level=token on a static model, fitted on a text file: the exported folder (the static embedding,
+    Normalize, then iso-bench's module reading the embedding rows of the text's tokens) encodes as the variant."""
+    from sentence_transformers import SentenceTransformer
+
+    from iso_bench.data.fit_corpus import CorpusProvider
+    from iso_bench.encoder import VariantEncoder
+    from iso_bench.vectors.loader import load_backbone
+    from iso_bench.vectors.store import EmbeddingStore
+
+    texts = ["the cat sat on the mat", "a dog plays guitar", "the man is slicing a cucumber", "girl plays piano"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    out = tmp_path / "static-center"
+    argv = ["export", f"{static_dir}+center-level=token", "--fit-corpus", str(corpus), "-o", str(out),
+            "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
+    assert main(argv) == 0
+    assert "trust_remote_code=True" in capsys.readouterr().out
+    record = json.loads((out / "iso_bench_transform.json").read_text())
+    assert record["variant"] == "local/static-model+center-level=token"  # a folder by its name, not its path
+    assert (record["fit_corpus"]["fit_corpus"], record["fit_corpus"]["n_texts"]) == ("file", 4)
+    assert record["export"]["as"] == "module" and record["method"]["level"] == "token"
+    store = EmbeddingStore(load_backbone(str(static_dir)), None, kinds=("sentence", "tokens"), progress=False)
+    variant = VariantEncoder(store, "center-level=token", corpus=CorpusProvider(str(corpus)))
+    expected = variant.vectors(texts, None)
+    got = SentenceTransformer(str(out), device="cpu", trust_remote_code=True).encode(texts)
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    raw = SentenceTransformer(str(static_dir), device="cpu").encode(texts)
+    assert np.abs(got - raw).max() > 0.1  # the centred token rows, not the static model's own vectors
+
+
+def test_a_model_without_a_sentence_transformers_pipeline_is_refused_in_one_line(tiny_bert_dir, tmp_path,
+                                                                                  capsys) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat\na dog\n", encoding="utf-8")
+    line = _error_line(capsys, ["export", f"{tiny_bert_dir}+center", "--fit-corpus", str(corpus),
+                                "-o", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")])
+    assert "has no sentence-transformers pipeline to export" in line and "own pooling of hidden states" in line
+    assert not (tmp_path / "out").exists()
