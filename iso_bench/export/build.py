@@ -93,7 +93,7 @@ def check_task(name: str) -> None:
     try:
         mteb.get_task(name)
     except KeyError:
-        known = [t.metadata.name for t in mteb.get_tasks()]
+        known = [t.metadata.name for t in mteb.get_tasks(exclude_superseded=False)]
         raise ExportError(f"--fit-corpus: unknown task {name!r}.{did_you_mean(name, known, 0.6)} "
                           "`iso-bench list` shows iso-bench's tasks") from None
 
