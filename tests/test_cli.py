@@ -21,6 +21,9 @@ OPTIONS = {
     "leaderboard": ["RESULTS_DIR", "--output", "--format", "--no-plot", "markdown", "csv", "latex"],
     "outliers": ["--model", "--revision", "--layers", "--corpus", "--output", "--top", "--data-dir", "--device",
                  "--batch-size", "--threads", "--no-progress"],
+    "export": ["MODEL+SPEC", "--fit-corpus", "task:NAME", "--output", "--overwrite", "--revision", "--data-dir",
+               "--cache-dir", "--device", "--batch-size", "--seed", "--threads", "--trust-remote-code",
+               "--no-progress"],
 }
 
 

@@ -24,6 +24,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("grid",),
     ("mteb_plugin", "_hooks"),
     ("report",),
+    ("export",),
     ("encoder",),
     ("results",),
     ("kinds", "vectors", "checks", "tasks"),

@@ -54,6 +54,21 @@ def test_check_method_fails_a_method_that_breaks_the_contract(X: np.ndarray) -> 
     check_method(Center, X)  # and passes one that keeps it
 
 
+def test_the_affine_check_fails_a_map_that_is_not_the_transform(X: np.ndarray) -> None:
+    """``affine()`` must be the transform: a map whose offset is off by a little is caught by the contract."""
+    from iso_bench.methods.contract import check_affine
+
+    class Shifted(Center):
+        name = "shifted"
+
+        def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+            return super().affine()[0] + 1e-6, None
+
+    with pytest.raises(AssertionError, match="shifted: transform is not"):
+        check_affine(Shifted, X)
+    check_affine(Center, X)
+
+
 @pytest.mark.parametrize(
     "spec",
     [

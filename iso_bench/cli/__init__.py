@@ -1,8 +1,9 @@
 """The ``iso-bench`` command line: all of its argparse, and a thin layer that parses, calls and prints.
 
 Each sub-command is a parser plus one ``cmd_*`` function (``set_defaults(func=...)``), here or, for
-``submission``, in :mod:`iso_bench.cli.submission`; the work is done by
-:mod:`iso_bench.grid.runner`, the report writers and the registries. ``iso-bench --help``, ``<command> --help``
+``submission``, in :mod:`iso_bench.cli.submission`; the work is done by :mod:`iso_bench.grid.runner`,
+:mod:`iso_bench.export`, the report writers and the registries. The argument types live in :mod:`.arguments`, the
+console (log lines through progress bars, SIGTERM) in :mod:`.console`. ``iso-bench --help``, ``<command> --help``
 and ``iso-bench list`` import neither torch nor mteb: the defaults they show come from light modules.
 
 Errors: an :class:`~iso_bench.registry.IsoBenchError` (bad input: a name, a file, a parameter) is printed as
@@ -20,16 +21,17 @@ import argparse
 import contextlib
 import errno
 import logging
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from iso_bench._version import __version__
-from iso_bench.checks import InputError, check_device, check_results_dir, set_threads
+from iso_bench.checks import check_results_dir, set_threads
+from iso_bench.cli.arguments import device_name, method_spec, positive_int, seconds  # noqa: F401 - named here too
+from iso_bench.cli.console import Terminated, console, terminate_as_interrupt
 from iso_bench.cli.submission import add_submission
 from iso_bench.data.fit_corpus import outlier_corpus
+from iso_bench.export import export
 from iso_bench.files import remove_empty_folders, written_to
 from iso_bench.grid.engines import make_engine
 from iso_bench.grid.grid import run_grid
@@ -37,7 +39,7 @@ from iso_bench.grid.plan import reproduce_command
 from iso_bench.grid.report import print_grid, print_run, print_stopped
 from iso_bench.grid.runner import RunConfig, RunStopped, run
 from iso_bench.kinds.cards import cards, suites
-from iso_bench.methods import METHODS, MethodError, make_method, method_names
+from iso_bench.methods import METHODS, method_names
 from iso_bench.mteb_plugin import DEFAULT_MODEL
 from iso_bench.numerics.outliers import analyse
 from iso_bench.registry import IsoBenchError
@@ -56,49 +58,10 @@ EPILOG = """examples:
   iso-bench leaderboard results -o leaderboard.md # tables, plots and provenance from a results folder
   iso-bench outliers --model google-bert/bert-base-uncased  # outlier dimensions of every layer
   iso-bench cache list                            # what the raw-vector cache holds; `cache prune --max-size 20G`
+  iso-bench export sentence-transformers/all-MiniLM-L6-v2+whiten --fit-corpus task:STSBenchmark -o minilm-whiten
 
 environment: ISO_BENCH_DATA_DIR (data directory), ISO_BENCH_CACHE (raw-vector cache),
 HF_HUB_OFFLINE=1 with HF_HUB_CACHE (models from a local Hugging Face cache)"""
-
-
-# ---- argument types: checked while parsing, so a typo fails before any model loads ---------------
-def positive_int(text: str) -> int:
-    """A whole number >= 1 (``--batch-size``, ``--top``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def seconds(text: str) -> float:
-    """A number of seconds >= 0 (``--worker-wait``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0 (0: no limit), got {text}")
-    return value
-
-
-def device_name(text: str) -> str:
-    """A device this machine has (``cpu``, ``cuda``, ``cuda:N``, ``mps``); imports torch only when given."""
-    try:
-        return check_device(text) or text
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
-
-
-def method_spec(text: str) -> str:
-    """A method spec that names a registered method with valid parameters (returned unchanged)."""
-    try:
-        make_method(text)
-    except MethodError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 # ---- parsers ------------------------------------------------------------------------------------
@@ -120,8 +83,34 @@ def build_parser() -> argparse.ArgumentParser:
     _add_leaderboard(sub)
     _add_outliers(sub)
     _add_cache(sub)
+    _add_export(sub)
     add_submission(sub)
     return parser
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    exp = sub.add_parser("export", help="fit a variant and write it as a sentence-transformers model folder",
+                         description="Fit MODEL+SPEC as `iso-bench run` fits it and write a sentence-transformers "
+                         "folder: the base model's modules, then the fitted method (sentence-level affine methods as "
+                         "Dense modules, others as an iso-bench module), and iso_bench_transform.npz/.json (the "
+                         "transform as plain arrays and its fit record). Load it with SentenceTransformer(DIR).")
+    exp.set_defaults(func=cmd_export, network=True)
+    exp.add_argument("variant", metavar="MODEL+SPEC", help="the base model (hub id or local folder), '+', a method "
+                     "spec, e.g. sentence-transformers/all-MiniLM-L6-v2+whiten")
+    exp.add_argument("--fit-corpus", required=True, metavar="FILE|task:NAME",
+                     help="a text file (one text per line), task:NAME (the task's texts, as `iso-bench run` fits on "
+                     "them) or train:NAME (its training split)")
+    exp.add_argument("-o", "--output", required=True, metavar="DIR", help="the folder to write (new or empty)")
+    exp.add_argument("--overwrite", action="store_true", help="replace DIR when it holds an earlier export")
+    exp.add_argument("--revision", help="model revision (default: the one mteb pins, else the latest)")
+    exp.add_argument("--data-dir", help="data directory for task:NAME (env ISO_BENCH_DATA_DIR)")
+    exp.add_argument("--cache-dir", help="raw-vector cache (env ISO_BENCH_CACHE, default ~/.cache/iso_bench)")
+    exp.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: cuda when available)")
+    exp.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
+    exp.add_argument("--seed", type=int, default=0, help="seed of the fitted method (default: 0)")
+    exp.add_argument("--threads", type=positive_int, metavar="N", help="CPU threads for torch (env ISO_BENCH_THREADS)")
+    exp.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (off by default)")
+    exp.add_argument("--no-progress", action="store_true", help="hide progress bars (model loading's too)")
 
 
 def _add_cache(sub: argparse._SubParsersAction) -> None:
@@ -367,26 +356,17 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---- the console: progress bars and log lines ---------------------------------------------------
-@contextlib.contextmanager
-def console(network: bool, progress: bool) -> Iterator[None]:
-    """Log lines go through tqdm, so a warning never splits a progress bar. For a command that loads a
-    model (``network``), the loggers of transformers and datasets (which have handlers of their own) are
-    redirected as well, and ``progress=False`` also silences their download and loading bars."""
-    from tqdm.contrib.logging import logging_redirect_tqdm  # lazily: only where a bar is shown
-
-    loggers = [logging.getLogger()]
-    if network:
-        import datasets  # lazily: datasets loads pyarrow
-        from datasets.utils import logging as datasets_logging  # lazily: datasets loads pyarrow
-        from transformers.utils import logging as transformers_logging  # lazily: transformers loads torch
-
-        loggers += [transformers_logging.get_logger("transformers"), datasets_logging.get_logger("datasets")]
-        if not progress:
-            transformers_logging.disable_progress_bar()  # also huggingface_hub's download bars
-            datasets.disable_progress_bars()
-    with logging_redirect_tqdm(loggers=loggers):
-        yield
+def cmd_export(args: argparse.Namespace) -> int:
+    """Fit one variant and write it as a sentence-transformers model folder; say how to load it."""
+    set_threads(args.threads)
+    record = export(args.variant, args.fit_corpus, args.output, data_dir=args.data_dir, cache_dir=args.cache_dir,
+                    device=args.device, seed=args.seed, batch_size=args.batch_size, revision=args.revision,
+                    trust_remote_code=args.trust_remote_code, overwrite=args.overwrite, progress=not args.no_progress)
+    how = record["export"]
+    trust = ", trust_remote_code=True" if how["needs_iso_bench"] else ""
+    print(f"wrote {args.output}: {record['variant']} ({', '.join(how['modules']) or 'no module'} after the base "
+          f"model's, {how['output_dim']}-d vectors); load it with SentenceTransformer({str(args.output)!r}{trust})")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -399,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        with console(args.network, not getattr(args, "no_progress", False)), _terminate_as_interrupt():
+        with console(args.network, not getattr(args, "no_progress", False)), terminate_as_interrupt():
             return args.func(args)
     except IsoBenchError as exc:
         print(f"iso-bench: error: {exc}", file=sys.stderr)
@@ -419,26 +399,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 _MACHINE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}
 """The errors of the machine, not of iso-bench: a full disk, a quota, a read-only or failing file system."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the main thread is, so that a run ends as it does on Ctrl-C: temporary files
-    removed, finished results and cached vectors kept, one line said."""
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` in this (main) thread while the command runs; elsewhere, nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminate(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-

@@ -1,4 +1,4 @@
-"""``python -m iso_bench.cli``: the ``iso-bench`` command line (as before it became a package)."""
+"""``python -m iso_bench.cli``: the ``iso-bench`` command line."""
 
 import sys
 

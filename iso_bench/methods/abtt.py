@@ -112,3 +112,8 @@ class Abtt(Method):
         self._check_fitted()
         Xc = self._check_input(X, fitting=False) - self.mean_
         return Xc - (Xc @ self.components_.T) @ self.components_
+
+    def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(mean_, I - components_^T components_)``: centring, then the projection off the removed directions."""
+        self._check_fitted()
+        return self.mean_, np.eye(self.dim_) - self.components_.T @ self.components_

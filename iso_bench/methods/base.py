@@ -223,6 +223,19 @@ class Method:
     def fit_transform(self, X: np.ndarray) -> np.ndarray:
         return self.fit(X).transform(X)
 
+    def affine(self) -> tuple[np.ndarray | None, np.ndarray | None] | None:
+        """``(offset, matrix)`` when the fitted transform is the affine map ``x -> (x - offset) @ matrix``
+        (``offset`` (d,) or None for 0, ``matrix`` (d, d_out) or None for the identity), float64; None for a
+        method that is not affine (flow, cluster-pca). ``iso-bench export`` writes an affine sentence-level
+        variant as sentence-transformers' own ``Dense`` modules; the contract checks the map against
+        ``transform``.
+
+        >>> from iso_bench.methods.center import Center
+        >>> Center().fit(np.array([[0.0], [2.0]])).affine()[0].tolist()
+        [1.0]
+        """
+        return None
+
     def is_fitted(self) -> bool:
         return not self.fitted or any(k.endswith("_") and not k.startswith("_") for k in vars(self))
 

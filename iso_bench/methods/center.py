@@ -51,3 +51,8 @@ class Center(Method):
         self._check_fitted()
         X = self._check_input(X, fitting=False)
         return X - self.mean_
+
+    def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(mean_, None)``: x -> x - mean_."""
+        self._check_fitted()
+        return self.mean_, None

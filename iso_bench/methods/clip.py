@@ -151,3 +151,12 @@ class Clip(Method):
         X = self._check_input(X, fitting=False).copy()
         X[:, list(self.dims_)] = 0.0
         return X
+
+    def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(None, diag(1 except 0 at dims_))``; ``(None, None)`` (the identity) when no dimension is clipped."""
+        self._check_fitted()
+        if not self.dims_:
+            return None, None
+        keep = np.ones(self.dim_)
+        keep[list(self.dims_)] = 0.0
+        return None, np.diag(keep)

@@ -102,11 +102,32 @@ def check_spec_round_trip(cls: type[Method], X: np.ndarray) -> None:
     assert level == method.default_level, f"{cls.name}: level {level}, default {method.default_level}"
 
 
+def check_affine(cls: type[Method], X: np.ndarray) -> None:
+    """A method whose :meth:`~iso_bench.methods.base.Method.affine` gives ``(offset, matrix)`` transforms every
+    vector, fitted on or not, as ``(x - offset) @ matrix`` (what ``iso-bench export`` writes as ``Dense``
+    modules), to float64 rounding; an unfitted fitted method refuses to give its map."""
+    method = cls()
+    if cls.fitted and method.affine.__func__ is not Method.affine:  # type: ignore[attr-defined]
+        _raises(NotFittedError, cls.name, method.affine, f"{cls.name}: affine before fit")
+    form = method.fit(X).affine()
+    if form is None:
+        return
+    offset, matrix = form
+    for Y in (X, anisotropic(n=7, d=X.shape[1], seed=1)):
+        Z = method.transform(Y)
+        mapped = Y - (0.0 if offset is None else offset)
+        mapped = mapped if matrix is None else mapped @ matrix
+        assert mapped.shape == Z.shape, f"{cls.name}: the affine map gives {mapped.shape}, transform {Z.shape}"
+        np.testing.assert_allclose(mapped, Z, rtol=0, atol=1e-9 * max(1.0, float(np.abs(Z).max())),
+                                   err_msg=f"{cls.name}: transform is not (x - offset) @ matrix")
+
+
 CHECKS: tuple[tuple[str, Check], ...] = (
     ("fit_and_transform", check_fit_and_transform),
     ("transform_means", check_transform_means),
     ("nan_input", check_nan_input),
     ("spec_round_trip", check_spec_round_trip),
+    ("affine", check_affine),
 )
 
 

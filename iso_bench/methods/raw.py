@@ -33,3 +33,7 @@ class Raw(Method):
         """A float64 copy of ``X``, shape ``(n, dim)``."""
         self._check_fitted()
         return self._check_input(X, fitting=False).copy()
+
+    def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(None, None)``: the identity."""
+        return None, None

@@ -107,3 +107,8 @@ class SoftDecay(Method):
         self._check_fitted()
         X = self._check_input(X, fitting=False)
         return matmul(matmul(X, self.V_, self.device) * (self.decayed_ / self.singular_values_), self.V_.T, self.device)
+
+    def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(None, V_ diag(decayed_ / singular_values_) V_^T)``: linear, no offset (X is not centred)."""
+        self._check_fitted()
+        return None, (self.V_ * (self.decayed_ / self.singular_values_)) @ self.V_.T

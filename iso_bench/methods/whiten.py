@@ -139,3 +139,8 @@ class Whiten(Method):
         self._check_fitted()
         X = self._check_input(X, fitting=False)
         return matmul(X - self.mean_, self.W_, self.device)
+
+    def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(mean_, W_)`` (zca and zipfian-whiten too: their ``W_`` is their map)."""
+        self._check_fitted()
+        return self.mean_, self.W_

@@ -87,3 +87,8 @@ class ZScore(Method):
         self._check_fitted()
         X = self._check_input(X, fitting=False)
         return (X - self.mean_) * self.scale_
+
+    def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(mean_, diag(scale_))``."""
+        self._check_fitted()
+        return self.mean_, np.diag(self.scale_)

@@ -104,9 +104,8 @@ def learned_state(method: Any) -> dict[str, Any]:
 def save_fit(path: Path, key: dict[str, Any], method: Any, record: dict[str, Any]) -> bool:
     """Write the fitted ``method`` under ``key`` atomically; False (nothing written) when its state is not
     storable."""
-    arrays: dict[str, np.ndarray] = {}
     try:
-        tree = _encode(learned_state(method), arrays)
+        tree, arrays = pack_state(method)
     except NotStorable as exc:
         logger.debug("fit of %s not cached: %s", type(method).__name__, exc)
         return False
@@ -133,12 +132,26 @@ def load_fit(path: Path, key: dict[str, Any], method: Any) -> tuple[Any, dict[st
     if state.get("sha256") != _arrays_digest(arrays):
         raise FitFileError(f"{path}: checksum mismatch")
     try:
-        learned = _decode(state["state"], arrays)
+        unpack_state(method, state["state"], arrays)
     except (KeyError, TypeError, ValueError) as exc:
         raise FitFileError(f"{path}: malformed state ({exc})") from exc
-    for name, value in learned.items():
-        setattr(method, name, value)
     return method, state["record"]
+
+
+def pack_state(method: Any, *, named: bool = False) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The learned state of a fitted method as ``(tree, arrays)``: a JSON-able structure and the arrays it points
+    to, the format of a fit file. ``named=True`` names each array by its place (``mean_``, ``blocks_.0.1.w``)
+    rather than ``a0``, ``a1``, ...: readable in any npz reader. Raises :class:`NotStorable`."""
+    arrays: dict[str, np.ndarray] = {}
+    return _encode(learned_state(method), arrays, "" if named else None), arrays
+
+
+def unpack_state(method: Any, tree: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+    """Set the learned state that :func:`pack_state` gave on ``method`` (a fresh instance of its spec); returns
+    it. Raises KeyError, TypeError or ValueError on a malformed tree."""
+    for name, value in _decode(tree, arrays).items():
+        setattr(method, name, value)
+    return method
 
 
 def set_aside(path: Path, problem: Exception) -> None:
@@ -151,7 +164,12 @@ def set_aside(path: Path, problem: Exception) -> None:
 
 
 # ---- the learned state as JSON + arrays -------------------------------------------------------------
-def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
+def _encode(value: Any, arrays: dict[str, np.ndarray], path: str | None = None) -> Any:
+    """``path``: None names the arrays ``a0``, ``a1``, ...; a string names each by its place under it."""
+
+    def at(key: Any) -> str | None:
+        return None if path is None else f"{path}.{key}" if path else str(key)
+
     if value is None or isinstance(value, (bool, str)):
         return {"v": value}
     if isinstance(value, (int, float)) and not isinstance(value, np.generic):
@@ -160,16 +178,16 @@ def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
         array = np.asarray(value)
         if array.dtype.hasobject:
             raise NotStorable(f"an object array ({array.dtype})")
-        name = f"a{len(arrays)}"
+        name = f"a{len(arrays)}" if path is None else path
         arrays[name] = array
         return {"a": name, "scalar": isinstance(value, np.generic)}
     if isinstance(value, (list, tuple)):
-        return {type(value).__name__: [_encode(v, arrays) for v in value]}
+        return {type(value).__name__: [_encode(v, arrays, at(i)) for i, v in enumerate(value)]}
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {"dict": {k: _encode(v, arrays) for k, v in value.items()}}
+        return {"dict": {k: _encode(v, arrays, at(k)) for k, v in value.items()}}
     cls = type(value)
     if dataclasses.is_dataclass(value) and cls.__module__.startswith("iso_bench."):
-        fields = {f.name: _encode(getattr(value, f.name), arrays) for f in dataclasses.fields(value)}
+        fields = {f.name: _encode(getattr(value, f.name), arrays, at(f.name)) for f in dataclasses.fields(value)}
         return {"dataclass": f"{cls.__module__}:{cls.__qualname__}", "fields": fields}
     raise NotStorable(f"a {type(value).__name__}")
 

@@ -1,0 +1,319 @@
+"""Export the winner: a variant fitted exactly as ``iso-bench run`` fits it, written as a sentence-transformers
+model folder that encodes texts into the variant's vectors.
+
+The folder holds the base model's own modules (``SentenceTransformer.save`` of the pipeline the variant's raw
+vectors come from) followed by the fitted post-processing:
+
+- a sentence-level affine method (raw, center, abtt, whiten, whiten-k, zca, zscore, clip, softdecay: any
+  ``x -> (x - offset) @ matrix``, :meth:`iso_bench.methods.base.Method.affine`) as sentence-transformers' own
+  ``Dense`` modules with the identity activation: first the offset alone (an identity matrix, exact in
+  float32, and the bias ``-offset``), then the matrix. It loads wherever sentence-transformers is installed;
+- flow, cluster-pca and every token-level variant as an iso-bench module
+  (:class:`iso_bench.export.module.PostProcessing`), which needs iso-bench installed.
+
+The base pipeline's ``Normalize`` stays where it is: the variant transforms the base model's outputs (unit
+vectors where the pipeline normalises) and gives mteb the transformed vectors as they are, so nothing follows
+the post-processing at sentence level; a token-level variant pools its transformed token vectors and normalises
+the mean where the pipeline normalises, and so does its module.
+
+Beside the modules, in the folder: ``iso_bench_transform.npz`` (the fitted transform as plain arrays: for an
+affine method ``offset`` and ``matrix``, ``y = (x - offset) @ matrix``, and for every method its learned state
+by name) and ``iso_bench_transform.json`` (the fit record: base model and revision, method and resolved
+parameters, fit corpus with its size and SHA-256, seed, and how the folder applies the transform).
+
+Example:
+    >>> export("sentence-transformers/all-MiniLM-L6-v2+whiten", "task:STSBenchmark", "minilm-whiten")  # doctest: +SKIP
+    >>> SentenceTransformer("minilm-whiten").encode(["a cat"]).shape                               # doctest: +SKIP
+    (1, 381)
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iso_bench._version import __version__
+from iso_bench.checks import check_methods, output_dims, token_vectors_unavailable
+from iso_bench.data.fit_corpus import TASK, TRAIN, CorpusProvider
+from iso_bench.files import temporary_name
+from iso_bench.methods import Method, make_method
+from iso_bench.registry import IsoBenchError, did_you_mean
+from iso_bench.vectors.base import model_label
+from iso_bench.vectors.loader import load_backbone
+from iso_bench.vectors.store import EmbeddingStore, default_cache_dir
+
+STEM = "iso_bench_transform"
+"""The files beside the modules: ``iso_bench_transform.npz`` (arrays) and ``iso_bench_transform.json`` (record)."""
+RECORD = f"{STEM}.json"
+SEPARATOR = "+"
+
+
+class ExportError(IsoBenchError, ValueError):
+    """An export that cannot be made as asked (the variant's name, the output folder, the model's pipeline)."""
+
+
+def parse_variant(text: str) -> tuple[str, str]:
+    """``"org/model+whiten-256"`` -> ``("org/model", "whiten-256")``; a local folder may stand for the model.
+
+    >>> parse_variant("sentence-transformers/all-MiniLM-L6-v2+whiten")
+    ('sentence-transformers/all-MiniLM-L6-v2', 'whiten')
+    """
+    model, sep, spec = text.rpartition(SEPARATOR)
+    if not sep or not model or not spec:
+        raise ExportError(f"{text!r} is not MODEL{SEPARATOR}SPEC: name the base model (a hub id or a local folder) "
+                          f"and the method, e.g. sentence-transformers/all-MiniLM-L6-v2{SEPARATOR}whiten")
+    return model, spec
+
+
+def parse_fit_corpus(text: str) -> tuple[str, str | None]:
+    """``(setting, task)`` of ``--fit-corpus``: ``task:NAME`` (the task's texts, as ``iso-bench run`` fits on the
+    task), ``train:NAME`` (its training split), else a text file, one text per line (an existing file wins).
+
+    >>> parse_fit_corpus("task:STSBenchmark"), parse_fit_corpus("corpus.txt")
+    (('task', 'STSBenchmark'), ('corpus.txt', None))
+    """
+    setting, sep, name = text.partition(":")
+    if sep and setting in (TASK, TRAIN) and not Path(text).is_file():
+        if not name:
+            raise ExportError(f"--fit-corpus {text!r} names no task; e.g. --fit-corpus {setting}:STSBenchmark")
+        return setting, name
+    return text, None
+
+
+def check_task(name: str) -> None:
+    """Refuse a task name that mteb does not know (iso-bench's own tasks are registered with it)."""
+    import mteb  # lazily: mteb takes seconds to import
+
+    try:
+        mteb.get_task(name)
+    except KeyError:
+        known = [t.metadata.name for t in mteb.get_tasks(exclude_superseded=False)]
+        raise ExportError(f"--fit-corpus: unknown task {name!r}.{did_you_mean(name, known, 0.6)} "
+                          "`iso-bench list` shows iso-bench's tasks") from None
+
+
+def check_output(output: str | Path, overwrite: bool = False) -> Path:
+    """The output folder, when it can be written: absent, empty, or (``overwrite``) an earlier export, which is
+    replaced only once the new one is complete. A folder with other files is never replaced."""
+    target = Path(output).expanduser()
+    if target.exists() and not target.is_dir():
+        raise ExportError(f"-o {output}: is a file; give a folder (new, empty, or an earlier export with --overwrite)")
+    if target.is_dir() and any(target.iterdir()):
+        if not overwrite:
+            raise ExportError(f"-o {output}: the folder exists and is not empty; choose a new folder, or pass "
+                              "--overwrite to replace an earlier export")
+        if not (target / RECORD).is_file():
+            raise ExportError(f"-o {output}: holds files that are not an iso-bench export (no {RECORD}); "
+                              "--overwrite replaces only an earlier export, so choose a new or empty folder")
+    return target
+
+
+def export(variant: str, fit_corpus: str, output: str | Path, *, data_dir: str | Path | None = None,
+           cache_dir: str | Path | None = None, device: str | None = None, seed: int = 0, batch_size: int = 32,
+           revision: str | None = None, trust_remote_code: bool = False, overwrite: bool = False,
+           progress: bool = True) -> dict[str, Any]:
+    """Fit the variant ``MODEL+SPEC`` on ``fit_corpus`` (``task:NAME``, ``train:NAME`` or a text file) and write
+    it to the folder ``output`` (see the module docstring); returns the fit record. Every input is checked
+    before the model loads: the spec, the fit corpus, the output folder."""
+    model, spec = parse_variant(variant)
+    _, level = make_method(spec)
+    setting, task = parse_fit_corpus(fit_corpus)
+    check_output(output, overwrite)
+    provider = CorpusProvider(setting, data_dir=data_dir, seed=seed)
+    if task is None:
+        provider.check()  # the file is read now
+    else:
+        check_task(task)
+    from iso_bench.encoder import VariantEncoder, base_record  # lazily, after the checks: the encoder imports mteb
+
+    dims = output_dims(model, revision, trust_remote_code=trust_remote_code)
+    check_methods([spec], dims, model_label(model), no_tokens=token_vectors_unavailable(model, revision))
+    backbone = load_backbone(model, revision, device=device, trust_remote_code=trust_remote_code,
+                             batch_size=batch_size)
+    pipeline(backbone)  # refused before any text is encoded
+    kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
+    store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size,
+                           progress=progress)
+    encoder = VariantEncoder(store, spec, corpus=provider, seed=seed)
+    flags = [*(["--revision", revision] if revision else []), *(["--seed", str(seed)] if seed else [])]
+    command = shlex.join(["iso-bench", "export", variant, "--fit-corpus", fit_corpus, *flags, "-o", str(output)])
+    encoder.base_record = base_record(backbone, command)
+    return export_variant(encoder, task, output, overwrite=overwrite)
+
+
+def pipeline(backbone: Any) -> Any:
+    """The SentenceTransformer that makes ``backbone``'s raw vectors; an :class:`ExportError` for a backbone
+    that has none (a model mteb runs by its own ``encode``, or iso-bench's own pooling of hidden states)."""
+    st = getattr(backbone, "st", None)
+    if st is None:
+        how = backbone.describe()["extraction"].get("implementation") or "iso-bench's own pooling of hidden states"
+        raise ExportError(f"{backbone.model_id} has no sentence-transformers pipeline to export (its vectors come "
+                          f"from {how}); export a sentence-transformers model (a hub id or folder with modules.json)")
+    return st
+
+
+def export_variant(encoder: Any, task_name: str | None, output: str | Path, *,
+                   overwrite: bool = False) -> dict[str, Any]:
+    """Fit ``encoder`` (a :class:`~iso_bench.encoder.VariantEncoder`) on the corpus of ``task_name`` (None: its
+    file) and write the folder ``output``, whole or not at all; returns the fit record."""
+    target = check_output(output, overwrite)
+    backbone = encoder.store.backbone
+    st = pipeline(backbone)
+    method = encoder.fitted_method(task_name)
+    modules, how, arrays = post_processing(method, encoder.level, backbone)
+    record = fit_record(encoder, task_name, method, how)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(dir=target.parent, prefix=temporary_name(target)))
+    try:
+        st.save(str(folder), create_model_card=False)
+        append_modules(folder, modules)
+        from iso_bench.export.module import write_state  # lazily: it imports torch
+
+        record["state"] = write_state(method, folder / STEM, arrays)
+        (folder / RECORD).write_text(json.dumps(record, indent=2, default=_plain) + "\n", encoding="utf-8")
+        (folder / "README.md").write_text(model_card(record, target.name), encoding="utf-8")
+        _replace(folder, target)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return record
+
+
+def post_processing(method: Method, level: str, backbone: Any) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+    """``(modules, how, arrays)``: the sentence-transformers modules that follow the base pipeline, how they apply
+    the fitted ``method`` (for the record), and the plain arrays of an affine map (``offset``, ``matrix``)."""
+    normalized = bool(getattr(backbone.extraction, "normalize", False))
+    dim = int(method.dim_) if hasattr(method, "dim_") else int(backbone.dim)
+    form = method.affine() if level == "sentence" else None
+    if form is not None:
+        offset, matrix = form
+        offset = np.zeros(dim) if offset is None else np.asarray(offset, dtype=np.float64)
+        matrix = np.eye(dim) if matrix is None else np.asarray(matrix, dtype=np.float64)
+        modules = dense_modules(form[0], form[1], dim)
+        how = {"as": "dense", "transform": "y = (x - offset) @ matrix (iso_bench_transform.npz)",
+               "input": "the base pipeline's sentence embedding" + (", normalized" if normalized else ""),
+               "modules": [f"Dense({m.in_features}->{m.out_features}, bias={m.bias})" for m in modules],
+               "output_dim": int(matrix.shape[1]), "needs_iso_bench": False}
+        return modules, how, {"offset": offset, "matrix": matrix}
+    from iso_bench.export.module import PostProcessing  # lazily: it imports torch and sentence-transformers
+
+    st = backbone.st
+    static = type(st[0]).__name__ == "StaticEmbedding"
+    start, end = (0, 0) if static or level == "sentence" else special_tokens(st.tokenizer)
+    output_dim = int(method.transform(np.zeros((1, dim), np.float32)).shape[1])
+    module = PostProcessing(method.spec if level == type(method).default_level else f"{method.spec}-level={level}",
+                            level=level, normalize=normalized and level == "token", skip_start=start, skip_end=end,
+                            output_dim=output_dim, static=static and level == "token", method=method)
+    what = ("the base pipeline's sentence embedding" + (", normalized" if normalized else "") if level == "sentence"
+            else "the text's own token vectors (no special or prompt tokens), then their mean"
+            + (", normalized" if normalized else ""))
+    how = {"as": "module", "transform": f"iso_bench.export.module.PostProcessing({module.spec})", "input": what,
+           "modules": [f"PostProcessing({module.spec}, level={level})"], "output_dim": output_dim,
+           "needs_iso_bench": True}
+    return [module], how, {}
+
+
+def dense_modules(offset: np.ndarray | None, matrix: np.ndarray | None, dim: int) -> list[Any]:
+    """sentence-transformers ``Dense`` modules (identity activation, float32) for ``x -> (x - offset) @ matrix``:
+    the offset alone first (the identity matrix and bias ``-offset``: one rounding, exact otherwise), then the
+    matrix without a bias; none for the identity. Kept apart, the offset is not multiplied into a bias
+    ``-offset @ matrix`` that would cancel against ``x @ matrix`` in float32."""
+    import torch  # lazily: torch takes seconds to import
+    from sentence_transformers.base.modules import Dense  # lazily: sentence-transformers loads torch
+
+    modules = []
+    if offset is not None and np.any(offset):
+        modules.append(Dense(dim, dim, bias=True, activation_function=torch.nn.Identity(),
+                             init_weight=torch.eye(dim), init_bias=torch.from_numpy(-np.float32(offset))))
+    if matrix is not None:
+        weight = torch.from_numpy(np.ascontiguousarray(np.asarray(matrix).T, dtype=np.float32))
+        modules.append(Dense(dim, int(weight.shape[0]), bias=False, activation_function=torch.nn.Identity(),
+                             init_weight=weight))
+    return modules
+
+
+def special_tokens(tokenizer: Any) -> tuple[int, int]:
+    """How many special tokens the tokenizer adds before and after a text (``[CLS]`` and ``[SEP]``: 1 and 1),
+    from its special-tokens mask of a one-word text: the tokens iso-bench's token vectors leave out."""
+    if tokenizer is None:
+        return 0, 0
+    mask = list(tokenizer("a", return_special_tokens_mask=True).get("special_tokens_mask") or [])
+    start = next((i for i, m in enumerate(mask) if not m), len(mask))
+    end = next((i for i, m in enumerate(reversed(mask)) if not m), 0)
+    return start, end
+
+
+def append_modules(folder: Path, modules: list[Any]) -> None:
+    """Save ``modules`` after those of the pipeline saved in ``folder`` and list them in its ``modules.json``,
+    each by its class's import path, as ``SentenceTransformer.save`` lists its own."""
+    path = folder / "modules.json"
+    listing = json.loads(path.read_text(encoding="utf-8"))
+    for module in modules:
+        idx = len(listing)
+        name = f"{idx}_{type(module).__name__}"
+        (folder / name).mkdir()
+        module.save(str(folder / name))
+        listing.append({"idx": idx, "name": str(idx), "path": name,
+                        "type": f"{type(module).__module__}.{type(module).__name__}"})
+    path.write_text(json.dumps(listing, indent=2), encoding="utf-8")
+
+
+def fit_record(encoder: Any, task_name: str | None, method: Method, how: dict[str, Any]) -> dict[str, Any]:
+    """What the folder's ``iso_bench_transform.json`` records: base model and revision, the method and its
+    resolved parameters, the fit corpus (size, SHA-256), the seed, and how the folder applies the transform."""
+    backbone = encoder.store.backbone
+    fit = encoder.fit_records.get(task_name) if task_name is not None else next(
+        (r for k, r in reversed(encoder.fit_records.items()) if k == "" or k.startswith("file:")), None)
+    fits = (fit or {}).get("fits") or [{}]
+    return {"iso_bench_version": __version__, "variant": f"{backbone.model_id}{SEPARATOR}{encoder.spec}",
+            "base_model": {"model": backbone.model_id, "revision": backbone.revision,
+                           "extraction": backbone.describe()["extraction"]},
+            "method": {"spec": encoder.spec, "class": type(method).__name__, "level": encoder.level,
+                       "params": method.get_params(), "resolved": fits[-1].get("learned", {})},
+            "fit_corpus": {k: v for k, v in (fit or {"fit_corpus": None}).items() if k != "fits"},
+            "fit": {k: v for k, v in fits[-1].items() if k != "learned"}, "export": how,
+            "environment": encoder.base_record.get("environment"), "command": encoder.base_record.get("command")}
+
+
+def model_card(record: dict[str, Any], name: str) -> str:
+    """A short README.md for the folder: what it is and the two lines that load it."""
+    how, corpus = record["export"], record["fit_corpus"]
+    trust = ", trust_remote_code=True" if how["needs_iso_bench"] else ""
+    needs = ("iso-bench installed (`pip install iso-bench`): its last module is iso-bench's" if how["needs_iso_bench"]
+             else "sentence-transformers only: its last modules are sentence-transformers' own Dense")
+    where = corpus.get("task") or corpus.get("path") or "no corpus (nothing to fit)"
+    return (f"# {name}\n\n`{record['variant']}` exported by iso-bench {record['iso_bench_version']}: the base model "
+            f"{record['base_model']['model']} (revision {record['base_model']['revision']}) followed by "
+            f"{record['method']['spec']} fitted on {where} ({corpus.get('n_texts', 0)} texts, SHA-256 "
+            f"{str(corpus.get('texts_sha256'))[:12]}). Needs {needs}.\n\n```python\nfrom sentence_transformers import "
+            f"SentenceTransformer\nmodel = SentenceTransformer({name!r}{trust})\nvectors = model.encode(['a text'])\n"
+            "```\n\nThe fit record is iso_bench_transform.json; the fitted transform, as plain arrays, "
+            "iso_bench_transform.npz.\n")
+
+
+def _replace(folder: Path, target: Path) -> None:
+    """Put the complete ``folder`` at ``target`` (an absent or empty folder, or an earlier export, set aside
+    first and removed once the new one is in place)."""
+    if not target.exists():
+        folder.rename(target)
+        return
+    old = Path(tempfile.mkdtemp(dir=target.parent, prefix=temporary_name(target)))
+    old.rmdir()
+    target.rename(old)
+    folder.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _plain(value: Any) -> Any:
+    """JSON for numpy's scalars and arrays (a record's learned summary holds them)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
