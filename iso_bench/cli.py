@@ -230,6 +230,8 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
                        "folder, which gets index.html (one self-contained page, to open or serve as it is)")
     board.add_argument("--format", choices=FORMATS, default="markdown",
                        help="output format (default: markdown; html: a sortable, filterable web page)")
+    board.add_argument("--fragment", action="store_true", help="latex: the tables and their provenance alone, to "
+                       "\\input into a paper (default: a complete document that pdflatex compiles)")
     board.add_argument("--no-plot", action="store_true",
                        help="no isotropy-vs-STS plots (plots are written beside -o FILE, for markdown only)")
     board.add_argument("--accept-modified", action="store_true",
@@ -327,7 +329,7 @@ def _run_grid(args: argparse.Namespace, cfg: RunConfig) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Write the leaderboard of a results folder (to standard output without ``-o``)."""
     written = write_leaderboard(args.results_dir, args.output, args.format, plot=not args.no_plot,
-                                accept_modified=args.accept_modified, ci=not args.no_ci)
+                                accept_modified=args.accept_modified, ci=not args.no_ci, fragment=args.fragment)
     if isinstance(written, str):
         sys.stdout.write(written)
     else:

@@ -17,7 +17,7 @@ OPTIONS = {
             "--batch-size", "--threads", "--fit-corpus", "--seed", "--seeds", "--resamples", "--pooling", "--layer",
             "--overwrite", "--trust-remote-code", "--no-progress"],
     "list": [],
-    "leaderboard": ["RESULTS_DIR", "--output", "--format", "--no-plot", "markdown", "csv", "latex"],
+    "leaderboard": ["RESULTS_DIR", "--output", "--format", "--fragment", "--no-plot", "markdown", "csv", "latex"],
     "outliers": ["--model", "--revision", "--layers", "--corpus", "--output", "--top", "--data-dir", "--device",
                  "--batch-size", "--threads", "--no-progress"],
 }

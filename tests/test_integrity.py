@@ -204,7 +204,7 @@ def test_results_without_a_digest_are_unverified_never_refused(tmp_path: Path) -
     assert "† = modified" not in markdown
     csv = write_leaderboard(tmp_path, fmt="csv")
     assert ",abtt,,STS12,70.00,-2.37,0,unverified" in csv and ",raw,,STS12,72.37,,1,verified" in csv
-    assert r"70.00 ($-$2.37)$^{\circ}$" in write_leaderboard(tmp_path, fmt="latex")
+    assert r"70.00$^{\circ}$ \\ ($-$2.37)" in write_leaderboard(tmp_path, fmt="latex")
 
 
 def _relabel(root: Path, old: str, new: str) -> Path:

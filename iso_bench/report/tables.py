@@ -1,15 +1,14 @@
-"""Renderers of the table model (:mod:`.board`): markdown (tabulate), CSV and LaTeX; the run summary of
-``iso-bench run``; the markdown of an outlier report.
+"""Renderers of the table model (:mod:`.board`): markdown (tabulate) and CSV (LaTeX: :mod:`.latex`); the run
+summary of ``iso-bench run``; the markdown of an outlier report.
 
 Pure functions of their input, so the same results always give the same bytes. Numbers are formatted once
 (:func:`format_cell`), with the same rules in every format. A cell computed from a modified or unverified
-result is followed by its mark (:data:`iso_bench.report.marks.MARKS`: ``†``, ``°``; LaTeX ``$^\\dagger$``,
-``$^{\\circ}$``), outside its bold; CSV gives it in a column of its own, ``check``.
+result is followed by its mark (:data:`iso_bench.report.marks.MARKS`: ``†``, ``°``), outside its bold; CSV
+gives it in a column of its own, ``check``.
 
 A board with intervals (``Leaderboard.ci``) shows a cell as ``82.03 [81.21, 82.84] (+1.62)*``: the interval in
-brackets (LaTeX: in ``low`` and ``high`` columns after the column; CSV: columns of their own, with the test's
-bounds, p and q), a merged row's spread as ``± 0.27`` after the value, and ``*`` (outside the bold) after a
-difference from raw that stays significant over the table.
+brackets (CSV: columns of their own, with the test's bounds, p and q), a merged row's spread as ``± 0.27`` after
+the value, and ``*`` (outside the bold) after a difference from raw that stays significant over the table.
 
 Every text that comes from a result file or a model name (names, revisions, setups, notes, provenance) goes
 through the escape of its format (:mod:`.escape`): it is shown as written, never read as markup.
@@ -29,7 +28,7 @@ from tabulate import tabulate
 
 from iso_bench.kinds.cards import Group, find_card
 from iso_bench.report.cells import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Table
-from iso_bench.report.escape import csv_text, latex_escape, md_code, md_text, md_url
+from iso_bench.report.escape import csv_text, md_code, md_text, md_url
 from iso_bench.report.marks import MARKS
 from iso_bench.report.plots import plot_data
 from iso_bench.results.benchmark import CITATION_KEY, NAME, definition_sha256
@@ -92,29 +91,22 @@ def _bounded(table: Table) -> list[bool]:
     return [any(row.cells[j].low is not None for row in table.rows) for j in range(len(table.columns))]
 
 
-def _grid(table: Table, bold: Callable[[str], str], minus: str, escape: Callable[[str], str], star: str = "*",
-          split: bool = False) -> list[list[str]]:
-    """The cells as text; ``split``: an interval in ``low`` and ``high`` cells of its own after its cell."""
+def _grid(table: Table, bold: Callable[[str], str], minus: str, escape: Callable[[str], str],
+          star: str = "*") -> list[list[str]]:
+    """The cells as text, each with its interval, difference, significance and mark."""
     def shown(c: Cell, col: Column) -> str:
-        text = escape(format_cell(c, col, minus, bounds=not split))
+        text = escape(format_cell(c, col, minus))
         return (bold(text) if c.best else text) + (star if c.significant else "") + escape(MARKS.get(c.mark, ""))
 
-    def bounds(c: Cell, col: Column) -> list[str]:
-        return ["" if v is None else escape(format_number(v, col.fmt, minus)) for v in (c.low, c.high)]
-
-    wide = _bounded(table) if split else [False] * len(table.columns)
     return [[escape(_label(row, a)) for a in table.labels]
-            + [text for c, col, w in zip(row.cells, table.columns, wide, strict=True)
-               for text in [shown(c, col), *(bounds(c, col) if w else [])]] for row in table.rows]
+            + [shown(c, col) for c, col in zip(row.cells, table.columns, strict=True)] for row in table.rows]
 
 
 def _tabulate(table: Table, fmt: str, bold: Callable[[str], str], minus: str, escape: Callable[[str], str],
-              star: str = "*", split: bool = False) -> str:
-    wide = _bounded(table) if split else [False] * len(table.columns)
-    labels = [name for c, w in zip(table.columns, wide, strict=True) for name in [c.label, *(["low", "high"] * w)]]
-    headers = [escape(h) for h in (*table.labels, *labels)]
-    align = ("left",) * len(table.labels) + ("right",) * len(labels)
-    return tabulate(_grid(table, bold, minus, escape, star, split), headers=headers, tablefmt=fmt,
+              star: str = "*") -> str:
+    headers = [escape(h) for h in (*table.labels, *(c.label for c in table.columns))]
+    align = ("left",) * len(table.labels) + ("right",) * len(table.columns)
+    return tabulate(_grid(table, bold, minus, escape, star), headers=headers, tablefmt=fmt,
                     disable_numparse=True, colalign=align)
 
 
@@ -218,35 +210,6 @@ def _csv_uncertainty(cell: Cell, col: Column) -> list[str]:
     return [number(cell.low), number(cell.high), number(cell.sd), number(cell.delta_low), number(cell.delta_high),
             prob(cell.p), prob(cell.q), "" if cell.q is None else "1" if cell.significant else "0"]
 
-
-def render_latex(board: Leaderboard) -> str:
-    """One ``table`` float per table (booktabs rules), its notes and provenance in small print below; with
-    intervals, a column that shows any is followed by its ``low`` and ``high`` columns."""
-    out = ["% iso-bench leaderboard; needs \\usepackage{booktabs}", ""]
-    for section in board.sections:
-        for table in section.tables:
-            body = _tabulate(table, "latex_raw", lambda s: f"\\textbf{{{s}}}", MINUS, latex_escape, "*",
-                             board.ci).splitlines()
-            rules = iter(("\\toprule", "\\midrule", "\\bottomrule"))
-            body = [next(rules) if line == "\\hline" else line for line in body]
-            caption = latex_escape(f"{section.title}: {table.title}")
-            out += ["\\begin{table}[ht]", "\\centering", "\\small", f"\\caption{{{caption}}}", *body, "",
-                    "\\smallskip", "\\footnotesize\\raggedright"]
-            out += [f"{latex_escape(n)}\\\\" for n in table.notes]
-            out += [f"\\textit{{{latex_escape(name)}}}: {'; '.join(_latex_value(name, v) for v in values)}\\\\"
-                    for name, values in table.provenance]
-            out += ["\\end{table}", ""]
-    return "\n".join(out).rstrip("\n") + "\n"
-
-
-def _latex_value(name: str, value: str) -> str:
-    if name == "command" and value.startswith("iso-bench"):
-        return f"\\texttt{{{latex_escape(value)}}}"
-    return latex_escape(value)
-
-
-RENDERERS: dict[str, Callable[[Leaderboard], str]] = {"markdown": render_markdown, "csv": render_csv,
-                                                      "latex": render_latex}
 
 # ------------------------------------------------------------------ the run summary of `iso-bench run`
 
