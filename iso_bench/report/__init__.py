@@ -106,7 +106,8 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         plots = write_plots(board, out.parent, out.stem) if fmt == "markdown" and plot else {}
-        atomic_write_text(out, render_markdown(board, plots) if plots else render(board, fmt, fragment))
+        drawn = fmt == "markdown" and plot  # plots asked for: a section without one says why
+        atomic_write_text(out, render_markdown(board, plots) if drawn else render(board, fmt, fragment))
     except OSError as exc:
         raise LeaderboardError(_cannot_write(out, exc)) from None
     return [out, *(out.parent / name for name in sorted(plots.values()))]

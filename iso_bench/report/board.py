@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from iso_bench.kinds.cards import Group
-from iso_bench.report.cells import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table  # noqa: F401 - named here too
+from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table  # noqa: F401 - named here too
 from iso_bench.report.index import NO_BENCHMARK, Index, Line, place, recorded_benchmark, variant_order
 from iso_bench.report.marks import mark_notes, worst
 from iso_bench.report.provenance import provenance
@@ -87,7 +87,7 @@ def build_leaderboard(results: Sequence[Result], ci: bool = True, accept_modifie
         sections.append(Section(base, f"revision {rev}", tuple(tables), key))
     comparison = _comparison(ix, boot)
     if comparison is not None:
-        sections.append(Section("Models compared", "", (comparison,), "comparison"))
+        sections.append(Section("Models compared", "", (comparison,), COMPARISON))
     return Leaderboard(tuple(sections), len(results), ci, benchmark_counts(results))
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from iso_bench.kinds.cards import Group, find_card
-from iso_bench.report.cells import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Table
+from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table
 from iso_bench.report.escape import csv_text, md_code, md_text, md_url
 from iso_bench.report.marks import MARKS
 from iso_bench.report.plots import plot_data
@@ -86,11 +86,6 @@ def _label(row: Row, attr: str) -> str:
     return row.revision[:12] if attr == "revision" else getattr(row, attr)
 
 
-def _bounded(table: Table) -> list[bool]:
-    """Which columns show an interval of at least one cell."""
-    return [any(row.cells[j].low is not None for row in table.rows) for j in range(len(table.columns))]
-
-
 def _grid(table: Table, bold: Callable[[str], str], minus: str, escape: Callable[[str], str],
           star: str = "*") -> list[list[str]]:
     """The cells as text, each with its interval, difference, significance and mark."""
@@ -130,8 +125,9 @@ def markdown_table(table: Table) -> str:
 def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) -> str:
     """The leaderboard as GitHub markdown; ``plots`` maps a section's key to its plot's relative file name.
 
-    A section per model (a table per task group, each followed by its notes and provenance), then the
-    model comparison. Deterministic: a function of the data only.
+    A section per model (a table per task group, each followed by its notes and provenance, then its plot, or
+    with ``plots`` given a line saying why it has none: :func:`no_plot_note`), then the model comparison.
+    Deterministic: a function of the data only.
     """
     out = ["# iso-bench leaderboard", "",
            f"Built from {board.n_files} result files. Every table is followed by the provenance of its numbers; "
@@ -145,7 +141,20 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
         if plot is not None:
             alt = md_text(f"{plot.y_label} against {plot.x_label}, {plot.title}", brackets=True)
             out += [f"![{alt}]({md_url(plots[section.key])})", ""]
+        elif plots is not None and section.key != COMPARISON:
+            out += [no_plot_note(section), ""]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def no_plot_note(section: Section) -> str:
+    """Why a model's section of a board written with plots has none: its plot shows the isotropy task's sentence
+    IsoScore against the model's mean scores, and one of the two is missing."""
+    if not any(c.kind == "diagnostic" for t in section.tables for c in t.columns):
+        why = "no isotropy diagnostics (run the isotropy suite: iso-bench run --tasks isotropy)"
+    else:
+        why = "no table with a mean score to plot them against"
+    return (f"No plot for {md_text(section.title)}: the plot shows each variant's sentence IsoScore against its mean "
+            f"scores, and its results have {why}.")
 
 
 def benchmark_lines(board: Leaderboard, escape: Callable[[str], str]) -> list[str]:
