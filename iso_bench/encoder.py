@@ -68,6 +68,7 @@ class _Variant:
         self.data_sources: dict[str, Any] = {}  # task name -> data source record, where the caller knows it
         self._seen: dict[str, dict[str, Any]] = {}  # task name -> type and data, from the metadata mteb hands over
         self._meta: Any = None
+        self.setup: dict[str, Any] | None = None  # the experiment kwargs its results are filed under, where set
         self.store = store
         self.method_spec = method
         self.seed = seed
@@ -108,7 +109,11 @@ class _Variant:
 
     @mteb_model_meta.setter
     def mteb_model_meta(self, meta: Any) -> None:
-        """mteb sets this after loading; results written for ``meta`` then carry :meth:`provenance`."""
+        """mteb sets this after loading; results written for ``meta`` then carry :meth:`provenance`. Where the
+        encoder knows its setup (:attr:`setup`, set by its mteb loader), that is the meta's experiment kwargs,
+        whatever other keyword arguments of ``mteb.get_model`` mteb merged into them."""
+        if self.setup is not None and dict(meta.experiment_kwargs or {}) != self.setup:
+            meta = meta.model_copy(update={"experiment_kwargs": self.setup or None})
         self._meta = meta
         track(meta, self)
 

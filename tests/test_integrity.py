@@ -63,7 +63,9 @@ def evaluate(variant, results: Path, **kwargs):
 
 
 def result_file(results: Path, task: str = "STSBenchmark") -> Path:
-    (path,) = (results / "results").glob(f"*/*/experiments/*/{task}.json")
+    """The one result file of ``task``: in an experiment folder, or a plain one (a setup of nothing but defaults)."""
+    (path,) = [p for pattern in (f"*/*/experiments/*/{task}.json", f"*/*/{task}.json")
+               for p in (results / "results").glob(pattern)]
     return path
 
 

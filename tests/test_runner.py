@@ -62,11 +62,16 @@ def test_seeds_replicate_only_the_variants_a_seed_changes(monkeypatch: pytest.Mo
     assert [(spec, seed) for spec, seed, _, _ in calls] == [("whiten", 3), ("whiten", 4)]
 
 
-def test_a_sampled_fit_corpus_puts_the_seed_in_the_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sampled_fit_corpus_puts_the_seed_in_the_setup(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from iso_bench.files import texts_digest
     from iso_bench.mteb_plugin import setup_kwargs
 
-    monkeypatch.delenv("ISO_BENCH_DATA_DIR", raising=False)  # a data directory would add "data": "mirror"
-
+    monkeypatch.setenv("ISO_BENCH_DATA_DIR", str(tmp_path))  # where the data comes from is no part of a setup
+    assert setup_kwargs("whiten", seed=3) == {"fit_corpus": "task"} and setup_kwargs("raw") == {}
+    corpus = tmp_path / "wiki-sentences.txt"
+    corpus.write_text("a text\nanother\na text\n", encoding="utf-8")
+    assert setup_kwargs("whiten", fit_corpus=str(corpus)) == {  # a file by its name, its digest beside it
+        "fit_corpus": "wiki-sentences.txt", "fit_corpus_sha256": texts_digest(["a text", "another"])[:12]}
     assert setup_kwargs("whiten", seed=3) == {"fit_corpus": "task"}
     assert setup_kwargs("whiten", seed=3, fit_sample=50) == {"fit_corpus": "task", "fit_sample": 50, "seed": 3}
     assert setup_kwargs("raw", seed=3, fit_sample=50) == {}

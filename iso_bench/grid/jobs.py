@@ -69,6 +69,7 @@ class Outcome:
     revision: str | None = None
     seconds: float = 0.0
     host: str = ""
+    other_data: dict[str, Any] = field(default_factory=dict)  # results present of other data (RunSummary's)
 
 
 def attempts_file(results_dir: str | Path, model: str, task: str) -> Path:
@@ -118,7 +119,7 @@ def run_job(job_data: dict[str, Any]) -> dict[str, Any]:
     outcome = Outcome(job.model, job.task.name, ok=True, host=socket.gethostname())
     try:
         summary = run(cfg)
-        outcome.revision = summary.revision
+        outcome.revision, outcome.other_data = summary.revision, summary.other_data
         for label, row in summary.scores.items():
             outcome.scores[label] = row.get(job.task.name)
         for label, errors in summary.errors.items():

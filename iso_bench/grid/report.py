@@ -19,7 +19,14 @@ def print_run(summary: Any) -> int:
     print(f"\nraw vectors: {stats.get('computed', 0)} texts encoded, {stats.get('reused', 0)} reused from the cache;"
           f" fits: {fits} run, {loaded} loaded from the fit cache; {summary.seconds:.1f} s; results in "
           f"{summary.results_dir}")
+    print_data_notes(summary)
     return print_failed_cells(summary.errors)
+
+
+def print_data_notes(summary: Any) -> None:
+    """The results present that were computed from other data than the run read (or that cannot be compared)."""
+    for note in summary.data_notes():
+        print(f"data: {note}", file=sys.stderr)
 
 
 def print_stopped(stop: Any) -> None:
@@ -41,6 +48,8 @@ def print_grid(grid: Any) -> int:
             print(f"\n{summary_header(summary)}")
             print(format_summary(summary))
     print(f"\n{grid.jobs_run} jobs run in {grid.seconds:.1f} s; results in {results_dir}")
+    for summary in grid.models.values():
+        print_data_notes(summary)
     for label, attempts in grid.rerun.items():
         print(f"rerun: {label} ran {attempts} times (a worker was lost); each result is written once, whole",
               file=sys.stderr)

@@ -25,7 +25,9 @@ from iso_bench.data.fit_corpus import TRAIN, CorpusProvider, task_text_groups
 from iso_bench.data.sources import mirror_dir, use_source
 from iso_bench.grid.plan import RunConfig, RunStopped, RunSummary  # noqa: F401 - the runner's public names
 from iso_bench.grid.plan import canonical_spec as _canonical
+from iso_bench.grid.plan import compare_data as _compare_data
 from iso_bench.grid.plan import complete as _complete  # noqa: F401 - named here for tests and callers
+from iso_bench.grid.plan import found as _found
 from iso_bench.grid.plan import missing_results as _missing
 from iso_bench.grid.plan import seeded as _seeded
 from iso_bench.grid.plan import stopped as _stopped
@@ -321,15 +323,20 @@ def _evaluate(cfg: RunConfig, run: _Prepared, states: list[_VariantRun], cache: 
 
 
 def _finish_variant(state: _VariantRun, run: _Prepared, cache: Any, summary: RunSummary) -> None:
-    """The variant's row of the summary: the scores it computed, and those of the results it already had."""
+    """The variant's row of the summary: the scores it computed, and those of the results it already had (in
+    this version's setup folder or an older version's, :func:`iso_bench.grid.plan.found`), each of whose data is
+    compared with the data this run read (:func:`iso_bench.grid.plan.compare_data`)."""
     row = {}
     for task in run.tasks:
         name = task.metadata.name
         if name in state.todo:
             row[name] = state.row.get(name)
         else:
-            existing = cache.load_task_result(name, state.meta)
+            where = _found(task, state.meta, cache)
+            existing = cache.load_task_result(name, where) if where is not None else None
             row[name] = existing.get_score() if existing is not None else None
+            if existing is not None:
+                _compare_data(summary, name, state.label, existing, run.sources.get(name))
     summary.scores[state.label] = row
     encoder = state.encoder
     summary.fit_seconds[state.label] = encoder.fit_seconds if encoder else 0.0

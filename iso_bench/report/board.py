@@ -145,7 +145,7 @@ def _setup_notes(ix: Index, lines: Sequence[Line]) -> list[str]:
                  "; rows that differ only in seed are replicates, shown apart")
         notes.append("A variant run in more than one setup has a row per setup, labelled [what differs among its "
                      f"setups] (mteb experiment kwargs), never averaged with another{seeds}. Differences are from "
-                     "the raw row of the same pooling, layer and data.")
+                     "the raw row of the same pooling and layer.")
     alone = [line.label for line in lines if line.variant != "raw" and ix.raw[line] is None
              and any(other.variant == "raw" for other in ix.lines[line.base, line.rev])]
     if alone:

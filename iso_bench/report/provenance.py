@@ -62,7 +62,8 @@ def _data(r: Result) -> str:
     d = r.record.get("data")
     if not isinstance(d, dict):
         return f"{r.task}: dataset revision {r.dataset_revision or '?'} (source {NOT_RECORDED})"
-    sha = f", sha256 {d['sha256']}" if d.get("sha256") else ""
+    sha = f", rows sha256 {d['rows_sha256']}" if d.get("rows_sha256") else \
+        f", sha256 {d['sha256']}" if d.get("sha256") else ""  # the rows read; else (older) the folder's files
     extra = "".join(f"; {k} {v.get('revision', '?')} (sha256 {v.get('sha256', '?')})"  # e.g. WordNet for WSD
                     for k, v in sorted(d.items()) if isinstance(v, dict))
     return f"{r.task}: {d.get('repo', '?')} @ {d.get('revision', '?')} ({d.get('source', '?')}{sha}){extra}"
