@@ -34,8 +34,10 @@ from iso_bench.grid.grid import run_grid
 from iso_bench.grid.plan import reproduce_command
 from iso_bench.grid.report import print_grid, print_run, print_stopped
 from iso_bench.grid.runner import RunConfig, RunStopped, run
-from iso_bench.kinds.cards import cards, suites
-from iso_bench.methods import METHODS, MethodError, make_method, method_names
+from iso_bench.grid.tasks import describe_benchmarks
+from iso_bench.kinds.cards import describe_tasks
+from iso_bench.methods import MethodError, make_method
+from iso_bench.methods.listing import describe_methods
 from iso_bench.mteb_plugin import DEFAULT_MODEL
 from iso_bench.numerics.outliers import analyse
 from iso_bench.registry import IsoBenchError
@@ -113,8 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens (INFO level)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
-    sub.add_parser("list", help="list methods, suites and tasks with their sizes").set_defaults(
-        func=cmd_list, network=False)
+    listing = sub.add_parser("list", help="list methods, suites, tasks and mteb benchmarks")
+    listing.set_defaults(func=cmd_list, network=False)
+    listing.add_argument("--benchmarks", action="store_true", help="name every benchmark mteb knows (imports mteb)")
     _add_leaderboard(sub)
     _add_outliers(sub)
     _add_cache(sub)
@@ -267,22 +270,9 @@ def _add_outliers(sub: argparse._SubParsersAction) -> None:
 
 # ---- commands -----------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
-    """Methods (from the method registry), suites and tasks (from the task cards); imports no mteb."""
-    print("methods (spec: name[-positional...][-key=value...]):")
-    for name in method_names():
-        cls = METHODS.get(name)
-        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-        params = ", ".join(f"{k}={v}" for k, v in cls.param_defaults().items()) or "no parameters"
-        positional = f" positional: {', '.join(cls.spec_args)};" if cls.spec_args else ""
-        print(f"  {name:<14} {doc}\n  {'':<14} level={cls.default_level};{positional} {params}")
-    print("\nsuites (--tasks takes suite or task names):")
-    for name, members in suites().items():
-        if name != "all":
-            print(f"  {name:<12} {' '.join(members)}")
-    print(f"  {'all':<12} every task above")
-    print("\ntasks:")
-    for card in cards():
-        print(f"  {card.name:<22} {card.kind:<16} {card.size}".rstrip())
+    """Methods (from the method registry), suites and tasks (from the task cards), mteb's benchmarks (their
+    names only with ``--benchmarks``, which imports mteb)."""
+    print(f"{describe_methods(DEFAULT_METHODS)}\n\n{describe_tasks()}\n\n{describe_benchmarks(args.benchmarks)}")
     return 0
 
 

@@ -61,8 +61,9 @@ def result_files(results: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def mirrored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
-    """raw and center of all-MiniLM-L6-v2 on a 40-pair STS12, run with the mirror: (mirror, out, run args)."""
+def mirrored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str], str]:
+    """raw and center of all-MiniLM-L6-v2 on a 40-pair STS12, run with the mirror: (mirror, out, run args, what
+    the run printed)."""
     from huggingface_hub import snapshot_download
 
     try:
@@ -76,11 +77,11 @@ def mirrored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list
             str(out / "results"), "--cache-dir", str(out / "cache"), "--no-progress"]
     done = iso_bench(*args, datasets_cache=root / "mirror-datasets-cache", data_dir=mirror)
     assert done.returncode == 0, done.stderr[-3000:]
-    return mirror, out, args
+    return mirror, out, args, done.stdout
 
 
 def test_a_mirror_result_is_found_without_the_mirror_and_from_the_hub(mirrored, tmp_path: Path) -> None:
-    mirror, out, args = mirrored
+    mirror, out, args, _ = mirrored
     written = result_files(out / "results")
     assert len(written) == 2 and not any("data_mirror" in f for f in written), written  # no route in a folder
     record = json.loads((out / "results" / written[0]).read_text())["scores"]["test"][0]["iso_bench"]
@@ -105,7 +106,7 @@ def test_a_mirror_result_is_found_without_the_mirror_and_from_the_hub(mirrored, 
 
 
 def test_other_content_of_the_same_revision_is_reported(mirrored, tmp_path: Path) -> None:
-    _, out, args = mirrored
+    _, out, args, _ = mirrored
     mirror = small_mirror(tmp_path / "mirror", [FOLDER], 40)
     cache = hub_cache(tmp_path / "hub", mirror, edit=True)
     other = iso_bench(*args, datasets_cache=cache)
@@ -119,7 +120,7 @@ def test_other_content_of_the_same_revision_is_reported(mirrored, tmp_path: Path
 def test_two_results_of_one_setup_from_other_data_are_refused_by_the_board(mirrored, tmp_path: Path) -> None:
     """The same setup filed by an older version (``data_mirror__...``) beside this version's folder: one of them
     is shown where they hold the same data; other data is refused, naming both files."""
-    _, out, _ = mirrored
+    _, out, _, _ = mirrored
     results = tmp_path / "results"
     shutil.copytree(out / "results", results)
     [new] = [p for p in (results / "results").rglob("STS12.json") if "+center" in str(p)]
@@ -138,6 +139,20 @@ def test_two_results_of_one_setup_from_other_data_are_refused_by_the_board(mirro
                                                r"the other: mteb/sts12-sts @ \w+, rows sha256 \w+\)") as info:
         read_results(results, accept_modified=True)
     assert "rows sha256 000000000000" in str(info.value) and str(old / "STS12.json") in str(info.value)
+
+
+def test_the_summary_counts_texts_and_names_the_next_command(mirrored) -> None:
+    """A cold run encodes each distinct text once, reusing none; a rerun that computes every result again
+    encodes none and reuses each text once (not once per variant that looks it up); both name the leaderboard
+    command next, and the table has the variants' mean (of the one task) first."""
+    mirror, out, args, printed = mirrored
+    pairs = [json.loads(line) for line in (mirror / "mteb" / FOLDER / "test.jsonl").read_text().splitlines()]
+    texts = len({t for pair in pairs for t in (pair["sentence1"], pair["sentence2"])})
+    assert f"raw vectors: {texts} texts encoded, 0 reused from the cache;" in printed, printed
+    assert f"next: iso-bench leaderboard {out / 'results'}  (every table" in printed
+    again = iso_bench(*args, "--overwrite", datasets_cache=out.parent / "mirror-datasets-cache", data_dir=mirror)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"raw vectors: 0 texts encoded, {texts} reused from the cache;" in again.stdout, again.stdout
 
 
 def test_the_published_results_of_an_older_layout_are_found_without_data(tmp_path: Path) -> None:

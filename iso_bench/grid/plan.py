@@ -237,5 +237,6 @@ def stopped(cause: Exception, run: Any, states: list[Any], cache: Any, summary: 
                 whole, existing = False, None
             row[name] = existing.get_score() if existing is not None else None
             (written if whole else missing).append((state.label, name))
-    summary.encode_stats = dict(run.store.stats) if run.store is not None else {"computed": 0, "reused": 0}
+    computed = run.store.stats["computed"] if run.store is not None else 0
+    summary.encode_stats = {"computed": computed, "reused": getattr(run, "cached", 0)}  # as the runner counts
     return RunStopped(cause, summary, written, missing)

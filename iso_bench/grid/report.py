@@ -1,10 +1,14 @@
-"""What ``iso-bench run`` prints when it ends: the table of main scores per model, what was encoded and fitted,
-the cells or jobs that failed (never averaged), the jobs that ran more than once, or, when the results disk
-stopped the run, which results exist. Each returns the command's exit status (1 when something failed)."""
+"""What ``iso-bench run`` prints when it ends: the table of main scores per model (each group's mean and its
+difference from raw first), what was encoded and fitted, the command that renders the leaderboard next, results
+present of other data, the cells or jobs that failed (never averaged), the jobs that ran more than once, or,
+when the results disk stopped the run, which results exist. Each returns the command's exit status (1 when
+something failed)."""
 
 from __future__ import annotations
 
+import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from iso_bench.report import format_summary, summary_header
@@ -19,8 +23,20 @@ def print_run(summary: Any) -> int:
     print(f"\nraw vectors: {stats.get('computed', 0)} texts encoded, {stats.get('reused', 0)} reused from the cache;"
           f" fits: {fits} run, {loaded} loaded from the fit cache; {summary.seconds:.1f} s; results in "
           f"{summary.results_dir}")
+    print(next_command(summary.results_dir))
     print_data_notes(summary)
     return print_failed_cells(summary.errors)
+
+
+def next_command(results_dir: Path) -> str:
+    """What to run next: the leaderboard of the results folder (``--results``, which holds ``results/``).
+
+    >>> next_command(Path("results/results"))
+    'next: iso-bench leaderboard results  (every table with its intervals, paired tests and provenance)'
+    """
+    folder = results_dir.parent if results_dir.name == "results" else results_dir
+    return f"next: iso-bench leaderboard {shlex.quote(str(folder))}  (every table with its intervals, paired tests " \
+           "and provenance)"
 
 
 def print_data_notes(summary: Any) -> None:
@@ -48,6 +64,8 @@ def print_grid(grid: Any) -> int:
             print(f"\n{summary_header(summary)}")
             print(format_summary(summary))
     print(f"\n{grid.jobs_run} jobs run in {grid.seconds:.1f} s; results in {results_dir}")
+    if results_dir is not None:
+        print(next_command(Path(results_dir)))
     for summary in grid.models.values():
         print_data_notes(summary)
     for label, attempts in grid.rerun.items():

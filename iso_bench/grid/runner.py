@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -55,18 +56,30 @@ class _DropSuperseded(logging.Filter):
 
 class _Once(logging.Filter):
     """Lets each distinct message through once: a method fitted once per task says the same thing (e.g.
-    whiten's "3 of 384 directions have no variance") for every task; the result files record it per fit."""
+    whiten's "3 of 384 directions have no variance") for every task. The first says which fit corpus it is
+    about (``(fit on STS12)``, :meth:`iso_bench.methods.Method.who`); the others are named once, at the end of
+    the run (:meth:`also`); the result files record every fit."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.seen: set[str] = set()
+        self.seen: dict[str, list[str]] = {}  # message without its fit corpus -> the fit corpora after the first
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if message in self.seen:
+        plain, where = _FIT_ON.sub("", message), _FIT_ON.search(message)
+        if plain in self.seen:
+            if where and where.group(1) not in self.seen[plain]:
+                self.seen[plain].append(where.group(1))
             return False
-        self.seen.add(message)
+        self.seen[plain] = []
         return True
+
+    def also(self) -> list[str]:
+        """A line for each message said once that held on other fit corpora too."""
+        return [f"the same on {', '.join(places)}: {plain}" for plain, places in self.seen.items() if places]
+
+
+_FIT_ON = re.compile(r" \(fit on ([^)]*)\)")
 
 
 def run(cfg: RunConfig) -> RunSummary:
@@ -85,6 +98,8 @@ def run(cfg: RunConfig) -> RunSummary:
         mteb_log.removeFilter(superseded)
         for log in method_logs:
             log.removeFilter(once)
+        for line in once.also():
+            logger.warning(line)
 
 
 def normalized_model(model: str) -> str:
@@ -115,6 +130,7 @@ class _Prepared:
     backbone: Any = None
     store: Any = None
     base_record: dict[str, Any] = field(default_factory=dict)
+    cached: int = 0  # texts of the run the raw-vector cache already held (not each variant's lookups of them)
 
 
 def _prepare(cfg: RunConfig) -> _Prepared:
@@ -187,7 +203,16 @@ def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
         store.progress, store.stats = cfg.progress, {"computed": 0, "reused": 0}
         store.token_cache_texts = cfg.token_cache_texts or default_token_cache_texts()
         run.store = store
+    before = run.store.stats["reused"]
     _encode_all(run.store, tasks, run.corpus)
+    run.cached += run.store.stats["reused"] - before  # the encode pass sees each text of the run once
+
+
+def encode_stats(run: Any) -> dict[str, int]:
+    """What the summary says of the raw vectors: the texts encoded by this run, and the texts of the run the
+    cache already held (counted once, by the encode pass; the variants' own lookups are not counted)."""
+    computed = run.store.stats["computed"] if run.store is not None else 0
+    return {"computed": computed, "reused": getattr(run, "cached", 0)}
 
 
 def _encode_all(store: Any, tasks: list[Any], corpus: Any) -> None:
@@ -239,7 +264,7 @@ def _run(cfg: RunConfig) -> RunSummary:
         raise _stopped(exc, run, states, cache, summary) from None
     for state in states:
         _finish_variant(state, run, cache, summary)
-    summary.encode_stats = dict(run.store.stats) if run.store is not None else {"computed": 0, "reused": 0}
+    summary.encode_stats = encode_stats(run)
     summary.seconds = time.perf_counter() - started
     return summary
 

@@ -114,6 +114,23 @@ def _prepared(repo: str) -> bool:
     return (Path(config.HF_DATASETS_CACHE) / f"{org}___{camelcase_to_snakecase(name)}").is_dir()
 
 
+EXAMPLE_BENCHMARKS = ("MTEB(eng, v2)", "MTEB(Multilingual, v2)", "iso-bench v1")
+
+
+def describe_benchmarks(every: bool = False) -> str:
+    """What ``iso-bench list`` says of mteb's benchmarks, which ``--tasks`` takes by name (resolved by
+    ``mteb.get_benchmark``): a few examples, without importing mteb; ``every``: each benchmark mteb knows, with
+    its number of tasks (imports mteb)."""
+    head = "mteb benchmarks (--tasks takes their names too, quoted; a benchmark's own task objects are run):"
+    if not every:
+        names = ", ".join(f'"{n}"' for n in EXAMPLE_BENCHMARKS)
+        return f"{head}\n  e.g. {names}; every one mteb knows: iso-bench list --benchmarks"
+    import mteb  # lazily: mteb takes seconds to import (iso-bench's hook adds "iso-bench v1" to its benchmarks)
+
+    rows = sorted((b.name, len(b.tasks)) for b in mteb.get_benchmarks())
+    return "\n".join([head, *(f'  "{name}"  ({n} tasks)' for name, n in rows)])
+
+
 def _mteb_task(name: str) -> bool:
     import mteb  # lazily: mteb takes seconds to import
 

@@ -111,8 +111,16 @@ def _zeroed(learned: Sequence[dict[str, Any]]) -> str:
 
 
 def _kept(learned: Sequence[dict[str, Any]]) -> str:
-    """The directions whitening kept, per fit, where it dropped some without variance."""
-    kept = sorted({f"{state.get('n_components_', '?')} of {state.get('dim_', '?')} directions kept "
-                   f"({state['dropped_']} without variance dropped)" for state in learned
-                   if isinstance(state.get("dropped_"), int) and state["dropped_"] > 0})
-    return f"; {' | '.join(kept)}" if kept else ""
+    """What a fit did with directions or dimensions without variance, per fit, in the fields the method records:
+    whitening (``n_components_``) keeps the others and drops them; zscore sets such dimensions to 0."""
+    kept = set()
+    for state in learned:
+        dropped = state.get("dropped_")
+        if isinstance(dropped, bool) or not isinstance(dropped, int) or dropped <= 0:
+            continue
+        of = f" of {state['dim_']}" if isinstance(state.get("dim_"), int) else ""
+        if isinstance(state.get("n_components_"), int):
+            kept.add(f"{state['n_components_']}{of} directions kept ({dropped} without variance dropped)")
+        else:
+            kept.add(f"{dropped}{of} dimensions without variance set to 0")
+    return f"; {' | '.join(sorted(kept))}" if kept else ""

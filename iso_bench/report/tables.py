@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -225,12 +226,33 @@ def _csv_uncertainty(cell: Cell, col: Column) -> list[str]:
 
 def format_summary(summary: Any) -> str:
     """A small plain table of main scores x 100, variants as rows (``summary``: a RunSummary, with ``.scores``
-    by variant model name and task, and ``.tasks``)."""
-    short = {name: name.rpartition("+")[2] for name in summary.scores}
-    headers = ["variant", *summary.tasks]
+    by variant model name and task, and ``.tasks``): first, for each group of ranked tasks of which two or more
+    ran, its unweighted mean (– where a task is missing) and that mean's difference from raw (of the shown,
+    rounded values); then each task."""
+    groups: dict[str, tuple[Group, list[str]]] = {}
+    for task in summary.tasks:
+        card = find_card(task)
+        if card is not None and card.group.ranked and card.group.mean:
+            groups.setdefault(card.group.key, (card.group, []))[1].append(task)
+    means = [(g, ts) for g, ts in sorted(groups.values(), key=lambda item: (item[0].order, item[0].key)) if len(ts) > 1]
+
+    def mean(row: Mapping[str, float | None], tasks: list[str]) -> float | None:
+        values = [v for v in (row.get(t) for t in tasks) if v is not None]
+        return round(100 * math.fsum(values) / len(tasks), 2) if len(values) == len(tasks) else None
+
+    raw = next((row for name, row in summary.scores.items() if name.rpartition("+")[2] == "raw"), None)
+    headers = ["variant", *(h for g, ts in means for h in (f"mean {g.mean} ({len(ts)} tasks)", "vs raw")),
+               *summary.tasks]
     rows = []
     for name, row in summary.scores.items():
-        rows.append([short[name], *[("–" if row.get(t) is None else f"{100 * row[t]:.2f}") for t in summary.tasks]])
+        cells = []
+        for _, tasks in means:
+            value, ref = mean(row, tasks), None if raw is None else mean(raw, tasks)
+            delta = "" if row is raw else MISSING if value is None or ref is None else format_delta(value - ref,
+                                                                                                   "percent")
+            cells += [MISSING if value is None else f"{value:.2f}", delta]
+        rows.append([name.rpartition("+")[2], *cells,
+                     *[(MISSING if row.get(t) is None else f"{100 * row[t]:.2f}") for t in summary.tasks]])
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
