@@ -30,6 +30,7 @@ from iso_bench.checks import one_blas_thread
 from iso_bench.data.fit_corpus import FIT_BUDGET, FIT_BUDGET_ENV, CorpusProvider, fit_budget  # noqa: F401 - named here too
 from iso_bench.files import cache_not_written, folder_checksum, texts_digest
 from iso_bench.methods import Method, MethodError, canonical_spec, make_method
+from iso_bench.methods.base import fitting_on
 from iso_bench.numerics import linalg
 from iso_bench.results.benchmark import result_record
 from iso_bench.results.instances import N_RESAMPLES, track
@@ -68,6 +69,7 @@ class _Variant:
         self.data_sources: dict[str, Any] = {}  # task name -> data source record, where the caller knows it
         self._seen: dict[str, dict[str, Any]] = {}  # task name -> type and data, from the metadata mteb hands over
         self._meta: Any = None
+        self.setup: dict[str, Any] | None = None  # the experiment kwargs its results are filed under, where set
         self.store = store
         self.method_spec = method
         self.seed = seed
@@ -108,7 +110,11 @@ class _Variant:
 
     @mteb_model_meta.setter
     def mteb_model_meta(self, meta: Any) -> None:
-        """mteb sets this after loading; results written for ``meta`` then carry :meth:`provenance`."""
+        """mteb sets this after loading; results written for ``meta`` then carry :meth:`provenance`. Where the
+        encoder knows its setup (:attr:`setup`, set by its mteb loader), that is the meta's experiment kwargs,
+        whatever other keyword arguments of ``mteb.get_model`` mteb merged into them."""
+        if self.setup is not None and dict(meta.experiment_kwargs or {}) != self.setup:
+            meta = meta.model_copy(update={"experiment_kwargs": self.setup or None})
         self._meta = meta
         track(meta, self)
 
@@ -151,37 +157,38 @@ class _Variant:
             if device.startswith("cuda"):  # the model's GPU: flow trains there, large products run there
                 method.device = device
             stored, fit, store_at = self._stored_fit(corpus, level, method)
-            if stored is None:
-                started, n_vectors = time.perf_counter(), 0
-                try:
-                    if method.streaming() and len(corpus.texts) > self._budget(level):  # batch by batch
-                        for X in self._fit_batches(corpus, level):
-                            method.partial_fit(X)
-                            n_vectors += len(X)
-                        method.finalize()
-                    else:
-                        X = self._fit_matrix(corpus, level)
-                        n_vectors = len(X)
-                        if level == "token" and method.needs_token_types():
-                            method.fit(X, token_types=self._fit_token_types(corpus, n_vectors))
-                        else:
-                            method.fit(X)
-                except MethodError as exc:
-                    where = f"fit corpus {corpus.key}: {corpus.describe()}, {n_vectors} {level} vectors"
-                    raise MethodError(f"{exc} ({where})") from exc
-                self.fit_seconds += time.perf_counter() - started
-                self.fits_run += 1
-                fit = {"level": level, "n_vectors": int(n_vectors)}
-                if linalg.gpu_device(method.device) is not None:  # computed on a GPU: the same up to rounding, said
-                    fit["device"] = str(method.device)
-                if store_at is not None:
+            with fitting_on(corpus.label):  # the method's warnings name what it is fitted on
+                if stored is None:
+                    started, n_vectors = time.perf_counter(), 0
                     try:
-                        save_fit(*store_at, method, fit)
-                    except OSError as exc:  # a full disk: the fit is in memory, the result is written
-                        cache_not_written(store_at[0], exc, "fit")
-            else:
-                method = stored
-                self.fits_loaded += 1
+                        if method.streaming() and len(corpus.texts) > self._budget(level):  # batch by batch
+                            for X in self._fit_batches(corpus, level):
+                                method.partial_fit(X)
+                                n_vectors += len(X)
+                            method.finalize()
+                        else:
+                            X = self._fit_matrix(corpus, level)
+                            n_vectors = len(X)
+                            if level == "token" and method.needs_token_types():
+                                method.fit(X, token_types=self._fit_token_types(corpus, n_vectors))
+                            else:
+                                method.fit(X)
+                    except MethodError as exc:
+                        where = f"fit corpus {corpus.key}: {corpus.describe()}, {n_vectors} {level} vectors"
+                        raise MethodError(f"{exc} ({where})") from exc
+                    self.fit_seconds += time.perf_counter() - started
+                    self.fits_run += 1
+                    fit = {"level": level, "n_vectors": int(n_vectors)}
+                    if linalg.gpu_device(method.device) is not None:  # computed on a GPU: the same up to rounding, said
+                        fit["device"] = str(method.device)
+                    if store_at is not None:
+                        try:
+                            save_fit(*store_at, method, fit)
+                        except OSError as exc:  # a full disk: the fit is in memory, the result is written
+                            cache_not_written(store_at[0], exc, "fit")
+                else:
+                    method = stored
+                    self.fits_loaded += 1
             self._fitted[key] = method
             learned = _learned_summary(method)
             if learned:

@@ -27,7 +27,6 @@ from typing import Any
 from iso_bench.checks import check_methods, output_dims, token_vectors_unavailable
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, CorpusProvider, read_text_file
 from iso_bench.data.fit_corpus import fit_budget as default_budget
-from iso_bench.data.sources import mirror_dir
 from iso_bench.files import texts_digest
 from iso_bench.kinds import kind_class
 from iso_bench.kinds.cards import cards
@@ -46,6 +45,7 @@ from iso_bench.results.result_files import (  # noqa: F401 - the repairs a run m
     sign_scores,
     write_result,
 )
+from iso_bench.results.setups import FILE_DIGEST
 from iso_bench.vectors.base import model_label
 from iso_bench.vectors.loader import load_backbone
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir
@@ -85,17 +85,17 @@ def split_variant_name(name: str) -> tuple[str, str]:
 
 
 def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, pooling: str | None = None,
-                 layer: int | None = None, data_dir: str | Path | None = None, fit_sample: int | None = None,
+                 layer: int | None = None, fit_sample: int | None = None,
                  fit_budget: int | None = None) -> dict[str, Any]:
     """The setup of a variant that is not in its name, as mteb ``experiment_kwargs``: results of different
     setups live in different folders (``<model>/<revision>/experiments/<setup>/``) and never replace each other.
 
-    ``fit_corpus`` (fitted methods: ``task``, ``train``, or ``file_<SHA-256 of the file's texts, 12 hex>``),
-    ``fit_sample`` (a sampled fit corpus), ``fit_budget`` (a method that does not stream, under a fit budget
-    other than the default: it fits on a sample of a larger corpus, so the budget changes its numbers),
-    ``seed`` (methods with randomness, and a sampled fit corpus),
-    ``pooling`` and ``layer`` (when given), ``data`` (``mirror`` when a local data directory is used; the hub
-    otherwise).
+    What defines the numbers, never the route the data took (a mirror and the hub give one setup; see
+    :mod:`iso_bench.results.setups`): ``fit_corpus`` (fitted methods: ``task``, ``train``, or a file by its name,
+    with ``fit_corpus_sha256``, the first 12 hex digits of the SHA-256 of its texts, beside it), ``fit_sample``
+    (a sampled fit corpus), ``fit_budget`` (a method that does not stream, under a fit budget other than the
+    default: it fits on a sample of a larger corpus, so the budget changes its numbers), ``seed`` (methods with
+    randomness, and a sampled fit corpus), ``pooling`` and ``layer`` (when given).
 
     >>> setup_kwargs("whiten"), setup_kwargs("flow", seed=3), setup_kwargs("raw", layer=6)
     ({'fit_corpus': 'task'}, {'fit_corpus': 'task', 'seed': 3}, {'layer': 6})
@@ -103,8 +103,10 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
     method, _ = make_method(method_spec)
     out: dict[str, Any] = {}
     if type(method).fitted:
-        out["fit_corpus"] = fit_corpus if fit_corpus in SETTINGS else "file_" + texts_digest(
-            dict.fromkeys(read_text_file(fit_corpus)))[:12]
+        out["fit_corpus"] = fit_corpus
+        if fit_corpus not in SETTINGS:
+            out["fit_corpus"] = Path(fit_corpus).name
+            out[FILE_DIGEST] = texts_digest(dict.fromkeys(read_text_file(fit_corpus)))[:12]
         if fit_sample is not None:
             out["fit_sample"] = fit_sample
         budget = default_budget() if fit_budget is None else int(fit_budget)
@@ -116,8 +118,6 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
         out["pooling"] = pooling
     if layer is not None:
         out["layer"] = layer
-    if mirror_dir(data_dir) is not None:
-        out["data"] = "mirror"
     return out
 
 
@@ -139,6 +139,10 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
                             budget=fit_budget)
     encoder = VariantEncoder(store, method, corpus=corpus, seed=seed)  # its fit budget: the provider's
     encoder.base_record = base_record(backbone)
+    # the setup its results are filed under, whatever other keyword arguments (data_dir, cache_dir, device)
+    # mteb.get_model adds to the experiment kwargs: a route or a cache folder never makes another setup
+    encoder.setup = setup_kwargs(method, fit_corpus=fit_corpus_path or fit_corpus, seed=seed, pooling=pooling,
+                                 layer=layer, fit_sample=fit_sample, fit_budget=fit_budget)
     return encoder
 
 
@@ -182,7 +186,7 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
     return ModelMeta.model_validate(meta.model_dump())
 
 
-_SETUP = ("fit_corpus", "seed", "pooling", "layer", "data_dir", "fit_sample", "fit_budget")
+_SETUP = ("fit_corpus", "seed", "pooling", "layer", "fit_sample", "fit_budget")
 
 
 def register_model(model_id: str, methods: Iterable[str] = DEFAULT_METHODS, *, revision: str | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ OPTIONS = {
             "--batch-size", "--threads", "--fit-corpus", "--seed", "--seeds", "--resamples", "--pooling", "--layer",
             "--overwrite", "--trust-remote-code", "--no-progress"],
     "list": [],
-    "leaderboard": ["RESULTS_DIR", "--output", "--format", "--no-plot", "markdown", "csv", "latex"],
+    "leaderboard": ["RESULTS_DIR", "--output", "--format", "--fragment", "--no-plot", "markdown", "csv", "latex"],
     "outliers": ["--model", "--revision", "--layers", "--corpus", "--output", "--top", "--data-dir", "--device",
                  "--batch-size", "--threads", "--no-progress"],
     "export": ["MODEL+SPEC", "--fit-corpus", "task:NAME", "--output", "--overwrite", "--revision", "--data-dir",
@@ -69,7 +70,21 @@ def test_list_names_every_method_and_every_carded_task(capsys: pytest.CaptureFix
     for card in cards():
         assert any(line.split()[:2] == [card.name, card.kind] and line.endswith(card.size) for line in lines), card
     for suite in suites():
-        assert f"  {suite} " in out
+        assert f"  {suite} " in out or f"  {suite} * " in out
+
+
+def test_list_is_plain_text_marks_the_defaults_and_names_mteb_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
+    from iso_bench.results.benchmark import DEFAULT_METHODS
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and not re.search(r":(class|func|meth|mod):", out)  # no docstring markup
+    assert "  abtt *  " in out and "  mteb-sts *  " in out and "  paper-sts    " in out  # what a bare run runs
+    assert f"default methods (a run without --methods): {' '.join(DEFAULT_METHODS)}" in out
+    assert '"MTEB(eng, v2)"' in out and "iso-bench list --benchmarks" in out
+    assert main(["list", "--benchmarks"]) == 0
+    every = capsys.readouterr().out.splitlines()
+    assert '  "MTEB(eng, v2)"  (41 tasks)' in every and '  "iso-bench v1"  (17 tasks)' in every
 
 
 @pytest.mark.parametrize(

@@ -69,8 +69,8 @@ def test_fitted_variants_run_and_record_their_fit_corpora(banking) -> None:
     assert (len(test_texts), len(train_texts)) == (3080, 10003)
     by_setup = {p.parent.name: _entry(p)["iso_bench"]["fit"] for p in _results(results, "whiten",
                                                                               "Banking77Classification")}
-    assert set(by_setup) == {"data_mirror__fit_corpus_task", "data_mirror__fit_corpus_train"}
-    task_fit, train_fit = by_setup["data_mirror__fit_corpus_task"], by_setup["data_mirror__fit_corpus_train"]
+    assert set(by_setup) == {"fit_corpus_task", "fit_corpus_train"}  # read from the mirror: no route in the setup
+    task_fit, train_fit = by_setup["fit_corpus_task"], by_setup["fit_corpus_train"]
     assert (task_fit["n_texts"], task_fit["texts_sha256"]) == (3080, texts_digest(test_texts))
     assert (train_fit["n_texts"], train_fit["texts_sha256"]) == (10003, texts_digest(train_texts))
     assert task_fit["splits"] == ["test"] and train_fit["splits"] == ["train"]

@@ -132,6 +132,21 @@ def test_run_summary_exact() -> None:
 | whiten    | 45.00   | –               |"""
 
 
+def test_run_summary_puts_each_groups_mean_and_its_difference_from_raw_first() -> None:
+    """Two MTEB STS tasks ran: their mean (abtt misses STS13: –, never the mean of the rest) and its difference
+    from raw first, then each task; the diagnostic has no mean."""
+    summary = run_summary(["STS12", "STS13", "Isotropy-STSB"])
+    summary.scores["org/alpha+center"] = {"STS12": 0.4912, "STS13": 0.6024, "Isotropy-STSB": 0.6}
+    summary.scores["org/alpha+abtt"] = {"STS12": 0.7, "STS13": None, "Isotropy-STSB": 0.6}
+    assert format_summary(summary) == """\
+| variant   | mean MTEB-STS (2 tasks)   | vs raw   | STS12   | STS13   | Isotropy-STSB   |
+|-----------|---------------------------|----------|---------|---------|-----------------|
+| raw       | 55.00                     |          | 50.00   | 60.00   | 70.00           |
+| whiten    | 50.00                     | −5.00    | 45.00   | 55.00   | –               |
+| center    | 54.68                     | −0.32    | 49.12   | 60.24   | 60.00           |
+| abtt      | –                         | –        | 70.00   | –       | 60.00           |"""
+
+
 def test_summary_header_lists_only_what_ran() -> None:
     assert summary_header(run_summary(["STS12", "STSBenchmark", "Isotropy-STSB"])) == (
         "org/alpha @ r1: main score x 100 (MTEB STS: cosine Spearman; isotropy diagnostics: sentence I(W))")

@@ -126,9 +126,9 @@ def test_a_hostile_model_name_and_provenance_stay_text(tmp_path: Path, kind: str
     rows = list(csv.reader(io.StringIO(render_csv(board))))
     assert len({len(row) for row in rows}) == 1 and len(rows) == 1 + 2 * 3 + 2 * 1 + 1 * 3 + 2 * 1
     assert {row[1] for row in rows[1:]} == {f"org/{in_csv}", "org/plain"}
-    latex = render_latex(board)
+    latex = render_latex(board).replace("\\allowbreak{}", "")  # where a long word may break
     assert f"\\caption{{org/{in_latex}: MTEB STS: main score $\\times$ 100 (cosine Spearman)}}" in latex
-    assert f"\\textit{{model}}: org/{in_latex} @ {REV}\\\\" in latex
+    assert f"\\textit{{model}}: org/{in_latex} @ {REV}\\par" in latex
 
 
 def test_a_hostile_task_name_stays_text(tmp_path: Path) -> None:
@@ -179,4 +179,4 @@ def test_what_would_be_markup_is_escaped() -> None:
     assert latex_escape("a\n\nb % & $ # _ { } ~ ^ \\ < > |") == (
         r"a b \% \& \$ \# \_ \{ \} \textasciitilde{} \textasciicircum{} \textbackslash{} \textless{} "
         r"\textgreater{} \textbar{}")
-    assert latex_escape("[seeds …] = one row") == "{[}seeds …] = one row"  # after \\, not read as a length
+    assert latex_escape("[seeds …] = one row") == "{[}seeds \\dots{}] = one row"  # after \\, not read as a length

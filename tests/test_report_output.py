@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,27 @@ def test_labels_of_crowded_points_do_not_overlap() -> None:
         for name_b, b in placed[i + 1:]:
             assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (name_a, name_b)
     assert boxes() == placed
+
+
+def test_a_board_without_plots_says_why_and_the_page_captions_only_its_plots(tmp_path: Path) -> None:
+    """org/alpha has the isotropy task (a plot), org/beta not (a line saying why); the page's figures each have
+    the caption of what they draw, and none describes the isotropy plot beta does not have."""
+    small_case(tmp_path / "in")
+    for variant, score in (("raw", 0.70), ("whiten", 0.66)):
+        for task in ("STS12", "STSBenchmark"):
+            write_result(tmp_path / "in", "org/beta", variant, task, score)
+    out = tmp_path / "out" / "board.md"
+    written = write_leaderboard(tmp_path / "in", out)
+    text = out.read_text(encoding="utf-8")
+    assert [p.name for p in written[1:]] == ["board-org__alpha.png"] and "](board-org__alpha.png)" in text
+    assert ("No plot for org/beta: the plot shows each variant's sentence IsoScore against its mean scores, and its "
+            "results have no isotropy diagnostics (run the isotropy suite: iso-bench run --tasks isotropy).") in text
+    assert text.count("No plot for") == 1  # not for alpha, nor the comparison of models
+    assert "No plot" not in write_leaderboard(tmp_path / "in", tmp_path / "b2.md", plot=False)[0].read_text()
+    page = write_leaderboard(tmp_path / "in", fmt="html")
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", page)
+    assert [c for c in captions if "IsoScore" in c] == [
+        "org/alpha: sentence IsoScore on Isotropy-STSB against each mean score."]  # no interval: no bars said
+    assert sum("difference from raw on each task" in c for c in captions) == 2  # alpha's and beta's STS tables
+    assert page.count("<figure>") == len(captions) == 3
+    assert 'width="' not in "".join(re.findall(r"<svg[^>]*>", page))  # sized by the page, not in pt

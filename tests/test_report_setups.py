@@ -21,13 +21,13 @@ from iso_bench.report import (
 )
 from iso_bench.report.setups import raw_reference, setup_key, setup_labels
 from tests.report_helpers import REV, experiment_name, small_case, write_result
-from tests.test_leaderboard import EXPECTED_CSV, EXPECTED_LATEX, EXPECTED_MARKDOWN
+from tests.test_leaderboard import EXPECTED_CSV, EXPECTED_MARKDOWN
 
 FILE_SHA = "aaaaaaaaaaaa" + "0" * 52
 FILE_FIT = {"fit_corpus": "file", "path": "/home/someone/wiki.txt", "n_texts": 1000, "texts_sha256": FILE_SHA}
 SETUP_NOTE = ("- A variant run in more than one setup has a row per setup, labelled [what differs among its setups] "
               "(mteb experiment kwargs), never averaged with another; rows that differ only in seed are replicates, "
-              "shown apart. Differences are from the raw row of the same pooling, layer and data.")
+              "shown apart. Differences are from the raw row of the same pooling and layer.")
 
 
 def sts(root: Path, variant: str, sts12: float, stsb: float, **kwargs: object) -> None:
@@ -51,11 +51,13 @@ def test_one_setup_per_variant_renders_exactly_as_without_setups(tmp_path: Path)
     assert all(r.file.startswith(f"org__alpha+{r.variant}/{REV}/experiments/{r.experiment}/") for r in results)
     board = build_leaderboard(results, ci=False)
     assert render_markdown(board) == EXPECTED_MARKDOWN
-    assert render_csv(board) == EXPECTED_CSV and render_latex(board) == EXPECTED_LATEX
+    plain = build_leaderboard(read_results(small_case(tmp_path / "plain")), ci=False)
+    assert render_csv(board) == EXPECTED_CSV and render_latex(board) == render_latex(plain)
 
 
 def test_two_fit_corpora_are_two_rows_never_averaged(tmp_path: Path) -> None:
-    """whiten fitted on the task and on a file: two experiment folders, both read, two rows with their own means."""
+    """whiten fitted on the task and on a file: two experiment folders, both read, two rows with their own means;
+    the file (in an older version's folder, fit_corpus_file_<digest>) labelled by its name."""
     sts(tmp_path, "raw", 0.70, 0.80)
     sts(tmp_path, "whiten", 0.66, 0.78, setup={"fit_corpus": "task"})
     sts(tmp_path, "whiten", 0.68, 0.79, setup={"fit_corpus": "file_aaaaaaaaaaaa"}, fit=FILE_FIT)
@@ -66,18 +68,18 @@ def test_two_fit_corpora_are_two_rows_never_averaged(tmp_path: Path) -> None:
     board = build_leaderboard(results)
     assert board.n_files == 6
     assert table_head(tmp_path) == """\
-| variant                               |         STS12 |   STSBenchmark |   mean MTEB-STS (2 tasks, cosine Spearman) |
-|:--------------------------------------|--------------:|---------------:|-------------------------------------------:|
-| raw                                   |     **70.00** |      **80.00** |                                  **75.00** |
-| whiten [fit_corpus=file_aaaaaaaaaaaa] | 68.00 (−2.00) |  79.00 (−1.00) |                              73.50 (−1.50) |
-| whiten [fit_corpus=task]              | 66.00 (−4.00) |  78.00 (−2.00) |                              72.00 (−3.00) |
+| variant                      |         STS12 |   STSBenchmark |   mean MTEB-STS (2 tasks, cosine Spearman) |
+|:-----------------------------|--------------:|---------------:|-------------------------------------------:|
+| raw                          |     **70.00** |      **80.00** |                                  **75.00** |
+| whiten [fit_corpus=task]     | 66.00 (−4.00) |  78.00 (−2.00) |                              72.00 (−3.00) |
+| whiten [fit_corpus=wiki.txt] | 68.00 (−2.00) |  79.00 (−1.00) |                              73.50 (−1.50) |
 
 - Main score × 100 (cosine Spearman), two decimals; (+d) / (−d) = difference from raw, computed from the rounded \
 values; bold = best in its column (ties: all bold).
 - mean MTEB-STS (2 tasks, cosine Spearman) = unweighted mean of STS12, STSBenchmark; a variant missing any of them \
 gets – (never a mean of the present cells).
 """ + SETUP_NOTE
-    # each row's fit corpus is cited under the table: the file's size and SHA-256 (its label is that SHA's start)
+    # each row's fit corpus is cited under the table: the file's size and SHA-256
     assert dict(board.sections[0].tables[0].provenance)["fit"] == (
         "raw: nothing fitted",
         f"whiten (n_components=null): fit on file wiki.txt (1000 texts, sha256 {FILE_SHA}), sentence level, seed 0",
@@ -211,12 +213,18 @@ def test_labels_and_raw_reference() -> None:
     assert setup_labels([task, train, seed1]) == {task: "fit_corpus=task, seed=0", train: "fit_corpus=train, seed=0",
                                                   seed1: "fit_corpus=task, seed=1"}
     assert setup_labels([(), task]) == {(): "no setup recorded", task: "fit_corpus=task, seed=0"}
-    mirror = setup_key({"data": "mirror"})
-    assert setup_labels([(), mirror]) == {(): "data=hub", mirror: "data=mirror"}
-    assert raw_reference(train, [(), mirror]) == ()
-    assert raw_reference(setup_key({"data": "mirror", "fit_corpus": "task"}), [(), mirror]) == mirror
-    assert raw_reference(train, [mirror]) == mirror  # the only raw row
-    assert raw_reference(train, [setup_key({"layer": 6}), mirror]) is None
+    layer = setup_key({"layer": 6})
+    assert setup_labels([(), layer]) == {(): "layer=default", layer: "layer=6"}
+    assert raw_reference(train, [(), layer]) == ()
+    assert raw_reference(setup_key({"layer": 6, "fit_corpus": "task"}), [(), layer]) == layer
+    assert raw_reference(train, [layer]) == layer  # the only raw row
+    assert raw_reference(train, [setup_key({"pooling": "cls"}), layer]) is None
+    # a file fit corpus is told by its name; by its digest only where two files share a name
+    named = [setup_key({"fit_corpus": n, "fit_corpus_sha256": d}) for n, d in (("a.txt", "1"), ("b.txt", "2"))]
+    assert list(setup_labels([setup_key({"fit_corpus": "task"}), *named]).values()) == [
+        "fit_corpus=task", "fit_corpus=a.txt", "fit_corpus=b.txt"]
+    same = [setup_key({"fit_corpus": "a.txt", "fit_corpus_sha256": d}) for d in ("1", "2")]
+    assert list(setup_labels(same).values()) == ["fit_corpus_sha256=1", "fit_corpus_sha256=2"]
 
 
 def readme_snippet() -> str:

@@ -21,6 +21,31 @@ def test_each_distinct_message_passes_once() -> None:
     assert once.filter(_record(text, "whiten-256", 3, 384))  # another method: shown
 
 
+def test_a_methods_warning_names_what_it_is_fitted_on_and_the_run_names_the_others(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """whiten fitted on two tasks' vectors with a constant dimension: the first warning names STS12, the
+    second (the same words) is said once at the end of the run, naming STS13."""
+    import numpy as np
+
+    from iso_bench.methods import make_method
+    from iso_bench.methods.base import fitting_on
+
+    X = np.random.default_rng(0).normal(size=(50, 4))
+    X[:, 2] = 1.0
+    once, log = _Once(), logging.getLogger("iso_bench.methods.whiten")
+    log.addFilter(once)
+    try:
+        with caplog.at_level(logging.WARNING, logger="iso_bench.methods.whiten"):
+            for task in ("STS12", "STS13"):
+                with fitting_on(task):
+                    make_method("whiten")[0].fit(X)
+            make_method("whiten")[0].fit(X)  # fitted outside a run's fit: no corpus named
+    finally:
+        log.removeFilter(once)
+    assert caplog.messages == ["method 'whiten' (fit on STS12): 1 of 4 directions have no variance and are dropped"]
+    assert once.also() == ["the same on STS13: method 'whiten': 1 of 4 directions have no variance and are dropped"]
+
+
 def test_the_filter_is_attached_to_the_method_loggers_only_during_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
     import iso_bench.grid.runner as runner
 
@@ -62,11 +87,16 @@ def test_seeds_replicate_only_the_variants_a_seed_changes(monkeypatch: pytest.Mo
     assert [(spec, seed) for spec, seed, _, _ in calls] == [("whiten", 3), ("whiten", 4)]
 
 
-def test_a_sampled_fit_corpus_puts_the_seed_in_the_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sampled_fit_corpus_puts_the_seed_in_the_setup(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from iso_bench.files import texts_digest
     from iso_bench.mteb_plugin import setup_kwargs
 
-    monkeypatch.delenv("ISO_BENCH_DATA_DIR", raising=False)  # a data directory would add "data": "mirror"
-
+    monkeypatch.setenv("ISO_BENCH_DATA_DIR", str(tmp_path))  # where the data comes from is no part of a setup
+    assert setup_kwargs("whiten", seed=3) == {"fit_corpus": "task"} and setup_kwargs("raw") == {}
+    corpus = tmp_path / "wiki-sentences.txt"
+    corpus.write_text("a text\nanother\na text\n", encoding="utf-8")
+    assert setup_kwargs("whiten", fit_corpus=str(corpus)) == {  # a file by its name, its digest beside it
+        "fit_corpus": "wiki-sentences.txt", "fit_corpus_sha256": texts_digest(["a text", "another"])[:12]}
     assert setup_kwargs("whiten", seed=3) == {"fit_corpus": "task"}
     assert setup_kwargs("whiten", seed=3, fit_sample=50) == {"fit_corpus": "task", "fit_sample": 50, "seed": 3}
     assert setup_kwargs("raw", seed=3, fit_sample=50) == {}

@@ -68,4 +68,4 @@ def test_the_end_of_a_run_prints_the_verdict(folder: Path, capsys) -> None:
     print_verdict(folder, BASE)
     out = capsys.readouterr().out
     assert "sharp beats raw by +" in out and "no variant beats raw significantly" in out
-    assert f"iso-bench leaderboard {folder} -o leaderboard.md" in out
+    assert out.index("verdict (paired bootstrap tests") < out.index("sharp beats raw")

@@ -38,8 +38,9 @@ from iso_bench.grid.grid import run_grid
 from iso_bench.grid.plan import reproduce_command
 from iso_bench.grid.report import print_grid, print_run, print_stopped
 from iso_bench.grid.runner import RunConfig, RunStopped, run
-from iso_bench.kinds.cards import cards, suites
-from iso_bench.methods import METHODS, method_names
+from iso_bench.grid.tasks import describe_benchmarks
+from iso_bench.kinds.cards import describe_tasks
+from iso_bench.methods.listing import describe_methods
 from iso_bench.mteb_plugin import DEFAULT_MODEL
 from iso_bench.numerics.outliers import analyse
 from iso_bench.registry import IsoBenchError
@@ -78,8 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens (INFO level)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
-    sub.add_parser("list", help="list methods, suites and tasks with their sizes").set_defaults(
-        func=cmd_list, network=False)
+    listing = sub.add_parser("list", help="list methods, suites, tasks and mteb benchmarks")
+    listing.set_defaults(func=cmd_list, network=False)
+    listing.add_argument("--benchmarks", action="store_true", help="name every benchmark mteb knows (imports mteb)")
     _add_leaderboard(sub)
     _add_outliers(sub)
     _add_cache(sub)
@@ -222,6 +224,8 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
                        "folder, which gets index.html (one self-contained page, to open or serve as it is)")
     board.add_argument("--format", choices=FORMATS, default="markdown",
                        help="output format (default: markdown; html: a sortable, filterable web page)")
+    board.add_argument("--fragment", action="store_true", help="latex: the tables and their provenance alone, to "
+                       "\\input into a paper (default: a complete document that pdflatex compiles)")
     board.add_argument("--no-plot", action="store_true",
                        help="no isotropy-vs-STS plots (plots are written beside -o FILE, for markdown only)")
     board.add_argument("--accept-modified", action="store_true",
@@ -257,22 +261,9 @@ def _add_outliers(sub: argparse._SubParsersAction) -> None:
 
 # ---- commands -----------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
-    """Methods (from the method registry), suites and tasks (from the task cards); imports no mteb."""
-    print("methods (spec: name[-positional...][-key=value...]):")
-    for name in method_names():
-        cls = METHODS.get(name)
-        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-        params = ", ".join(f"{k}={v}" for k, v in cls.param_defaults().items()) or "no parameters"
-        positional = f" positional: {', '.join(cls.spec_args)};" if cls.spec_args else ""
-        print(f"  {name:<14} {doc}\n  {'':<14} level={cls.default_level};{positional} {params}")
-    print("\nsuites (--tasks takes suite or task names):")
-    for name, members in suites().items():
-        if name != "all":
-            print(f"  {name:<12} {' '.join(members)}")
-    print(f"  {'all':<12} every task above")
-    print("\ntasks:")
-    for card in cards():
-        print(f"  {card.name:<22} {card.kind:<16} {card.size}".rstrip())
+    """Methods (from the method registry), suites and tasks (from the task cards), mteb's benchmarks (their
+    names only with ``--benchmarks``, which imports mteb)."""
+    print(f"{describe_methods(DEFAULT_METHODS)}\n\n{describe_tasks()}\n\n{describe_benchmarks(args.benchmarks)}")
     return 0
 
 
@@ -319,7 +310,7 @@ def _run_grid(args: argparse.Namespace, cfg: RunConfig) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Write the leaderboard of a results folder (to standard output without ``-o``)."""
     written = write_leaderboard(args.results_dir, args.output, args.format, plot=not args.no_plot,
-                                accept_modified=args.accept_modified, ci=not args.no_ci)
+                                accept_modified=args.accept_modified, ci=not args.no_ci, fragment=args.fragment)
     if isinstance(written, str):
         sys.stdout.write(written)
     else:

@@ -113,6 +113,20 @@ class FitCorpus:
         return FitCorpus(f"{self.key}@{size}", tuple(t for _, ts in groups for t in ts), record,
                          tuple((p, tuple(ts)) for p, ts in groups), self.task_metadata)
 
+    @property
+    def label(self) -> str:
+        """What the corpus is, as a warning names it: ``STS12``, ``the training split of STS12``, ``file
+        wiki.txt``; ``, a sample of 1000 texts`` after it for a sample.
+
+        >>> record = {"fit_corpus": "file", "path": "/d/wiki.txt", "sample": 2}
+        >>> FitCorpus("file:/d/wiki.txt@2", ("a", "b"), record).label
+        'file wiki.txt, a sample of 2 texts'
+        """
+        which, task = self.record.get("fit_corpus"), self.record.get("task")
+        text = {TASK: f"{task}", TRAIN: f"the training split of {task}"}.get(str(which)) if task else None
+        text = text or f"file {Path(str(self.record.get('path') or self.key)).name}"
+        return text + (f", a sample of {len(self.texts)} texts" if self.record.get("sample") is not None else "")
+
     def describe(self) -> str:
         """``"450 texts"``, or for a file with repeated lines ``"200000 lines, 1 distinct texts"``."""
         n_lines = self.record.get("n_lines")

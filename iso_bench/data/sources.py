@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -25,7 +27,8 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,22 +48,60 @@ class DataNotFoundError(IsoBenchError):
 
 @dataclass(frozen=True)
 class DataSource:
-    """Where one dataset was read from."""
+    """Where one dataset was read from, and (once read) what: the splits and the SHA-256 of their rows."""
 
     repo: str
     revision: str | None
-    kind: str  # "mirror" or "hub"
+    kind: str  # "mirror" or "hub": the route, recorded, never part of a setup
     path: str  # the mirror folder, or the hub repository id
     checksum: str | None = None  # SHA-256 over the mirror's files
+    splits: tuple[str, ...] = ()  # the splits read
+    rows: str | None = None  # SHA-256 of their rows (:func:`rows_digest`): the same for the same data by any route
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "repo": self.repo,
-            "revision": self.revision,
-            "source": self.kind,
-            "path": self.path,
-            "sha256": self.checksum,
-        }
+        out = {"repo": self.repo, "revision": self.revision, "source": self.kind, "path": self.path,
+               "sha256": self.checksum}
+        return {**out, "splits": list(self.splits), "rows_sha256": self.rows} if self.rows else out
+
+
+def rows_digest(dataset: Any, splits: tuple[str, ...]) -> str:
+    """The SHA-256 of the rows of ``splits`` in ``dataset`` (mteb's ``task.dataset``: splits, or subsets of
+    splits; a retrieval split's corpus, queries and judgements), whatever file format or route they came by:
+    every row as canonical JSON (keys sorted; a whole float as an int), subsets and columns in sorted order.
+
+    >>> from datasets import Dataset, DatasetDict
+    >>> one = DatasetDict({"test": Dataset.from_dict({"a": ["x"], "s": [4.0]}), "train": Dataset.from_dict({"a": []})})
+    >>> rows_digest(one, ("test",)) == rows_digest({"test": Dataset.from_dict({"s": [4], "a": ["x"]})}, ("test",))
+    True
+    """
+    digest = hashlib.sha256()
+
+    def value(v: Any) -> Any:
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53:
+            return int(v)
+        if isinstance(v, dict):
+            return {str(k): value(x) for k, x in v.items()}
+        return [value(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+    def walk(node: Any, top: bool) -> None:
+        if hasattr(node, "iter") and hasattr(node, "column_names"):  # a datasets.Dataset: its rows, batch by batch
+            columns = sorted(node.column_names)
+            for batch in node.select_columns(columns).iter(batch_size=4096):
+                for row in zip(*(batch[c] for c in columns), strict=True):
+                    digest.update(json.dumps(dict(zip(columns, map(value, row), strict=True)), sort_keys=True,
+                                             ensure_ascii=False, default=str).encode("utf-8") + b"\n")
+        elif isinstance(node, Mapping):
+            keys = sorted(node, key=str)
+            if top and any(k in splits for k in keys):
+                keys = [k for k in keys if k in splits]  # the splits read, not every split of the folder
+            for key in keys:
+                digest.update(f"\x00{key}\x00".encode())
+                walk(node[key], top and not any(k in splits for k in node))
+        elif node is not None:
+            digest.update(json.dumps(value(node), sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
+
+    walk(dataset, True)
+    return digest.hexdigest()
 
 
 def mirror_dir(explicit: str | Path | None = None) -> Path | None:
@@ -100,11 +141,13 @@ def not_found_message(repo: str, revision: str | None, data_dir: str | Path | No
 def use_source(task: Any, data_dir: str | Path | None = None) -> dict[str, Any]:
     """Point a task at its data source and load it; returns the source record for the results.
 
-    mteb's tasks read a hub repository or its mirror copy; iso-bench's own tasks read their release
-    folder under the data directory. Raises :class:`DataNotFoundError` naming every place tried.
-    A mirror copy is checked before it is loaded (:func:`iso_bench.data.mirror_check.check_mirror`): a bad
-    row raises :class:`DataFormatError` ``file:line: ...`` and nothing is loaded. Should the datasets
-    library still fail on the mirror copy, the error names the folder and the library's reason.
+    mteb's tasks read a hub repository or its mirror copy; iso-bench's own tasks read their release folder
+    under the data directory. The record of an mteb task names the splits read and the SHA-256 of their rows
+    (:func:`rows_digest`), the same whether the data came from the mirror or the hub. Raises
+    :class:`DataNotFoundError` naming every place tried. A mirror copy is checked before it is loaded
+    (:func:`iso_bench.data.mirror_check.check_mirror`): a bad row raises :class:`DataFormatError`
+    ``file:line: ...`` and nothing is loaded. Should the datasets library still fail on the mirror copy, the
+    error names the folder and the library's reason.
     """
     if hasattr(task, "source_record"):  # an iso-bench task
         if not task.data_loaded:
@@ -129,6 +172,10 @@ def use_source(task: Any, data_dir: str | Path | None = None) -> dict[str, Any]:
             if source.kind == "mirror":
                 raise mirror_load_error(repo, source.path, exc) from exc
             raise DataNotFoundError(not_found_message(repo, revision, data_dir, exc)) from exc
+    if source.rows is None and task.dataset is not None:  # what was read, by content: the same by any route
+        splits = tuple(meta.eval_splits)
+        source = replace(source, splits=splits, rows=rows_digest(task.dataset, splits))
+        task._iso_bench_source = source
     return source.to_dict()
 
 

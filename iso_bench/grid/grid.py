@@ -29,7 +29,7 @@ from typing import Any
 from iso_bench.checks import output_dims
 from iso_bench.grid.engines import Engine, LocalEngine
 from iso_bench.grid.jobs import Job, read_attempts, run_job
-from iso_bench.grid.plan import RunConfig, RunSummary, canonical_spec, complete, seeded, variant_meta_of
+from iso_bench.grid.plan import RunConfig, RunSummary, canonical_spec, found, seeded, variant_meta_of
 from iso_bench.grid.runner import normalized_model, revision_of
 from iso_bench.grid.tasks import TaskRef, build_task, data_at_hand, resolve
 from iso_bench.vectors.base import model_label
@@ -223,14 +223,16 @@ class _Known:
 
 
 def _present(task: Any, meta: Any, cache: Any) -> int:
+    """1 when the result is there (in this version's setup folder, or an older version's: :func:`found`)."""
     try:
-        return int(complete(task, meta, cache))
+        return int(found(task, meta, cache) is not None)
     except Exception:  # noqa: BLE001 - unreadable counts as missing, as the job will see it
         return 0
 
 
 def _merge(summary: RunSummary, outcome: dict[str, Any]) -> None:
     task = outcome["task"]
+    summary.other_data.update(outcome.get("other_data") or {})
     for label, score in outcome.get("scores", {}).items():
         summary.scores.setdefault(label, {})[task] = score
     for label, message in outcome.get("errors", {}).items():

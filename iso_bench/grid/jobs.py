@@ -76,6 +76,7 @@ class Outcome:
     host: str = ""
     pid: int = 0  # the process that ran it: the grid repeats the warnings of another process's jobs
     warnings: list[str] = field(default_factory=list)  # what iso-bench logged at WARNING while the job ran
+    other_data: dict[str, Any] = field(default_factory=dict)  # results present of other data (RunSummary's)
 
 
 def attempts_file(results_dir: str | Path, model: str, task: str) -> Path:
@@ -141,7 +142,7 @@ def run_job(job_data: dict[str, Any]) -> dict[str, Any]:
     log.addHandler(warned)
     try:
         summary = run(cfg)
-        outcome.revision = summary.revision
+        outcome.revision, outcome.other_data = summary.revision, summary.other_data
         for label, row in summary.scores.items():
             outcome.scores[label] = row.get(job.task.name)
         for label, errors in summary.errors.items():

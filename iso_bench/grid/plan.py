@@ -34,6 +34,7 @@ from iso_bench.mteb_plugin import (
 from iso_bench.registry import IsoBenchError
 from iso_bench.results.benchmark import DEFAULT_METHODS
 from iso_bench.results.result_files import nonfinite_main_scores
+from iso_bench.results.setups import older_setups, same_data, short
 from iso_bench.vectors.base import EQUAL_LENGTH
 
 
@@ -96,6 +97,25 @@ class RunSummary:
     fits_run: dict[str, int] = field(default_factory=dict)  # per variant: fits computed (not from the fit cache)
     fits_loaded: dict[str, int] = field(default_factory=dict)  # per variant: fits read from the fit cache
     seconds: float = 0.0
+    # per task, the results present whose data this run could not match with what it read: (other, unknown)
+    other_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def data_notes(self) -> list[str]:
+        """One line per task whose results present were computed from other data than the run read, or whose
+        data cannot be compared (an older result read from the hub records no digest of its content)."""
+        out = []
+        for task, seen in sorted(self.other_data.items()):
+            read, other, unknown = seen["read"], seen["other"], seen["unknown"]
+            if other:
+                recorded = "; ".join(sorted({short(r) for r in other.values()}))
+                out.append(f"{task}: {len(other)} result(s) present were computed from other data ({recorded}) than "
+                           f"this run read ({short(read)}); kept as they are, not recomputed and not merged with "
+                           "this data: to compute them from it, run again with another --results folder")
+            if unknown:
+                out.append(f"{task}: {len(unknown)} result(s) present record no digest of their data's content "
+                           f"(an older iso-bench, read from the hub), so they could not be compared with this run's "
+                           f"{short(read)}; taken as the same repository and revision")
+        return out
 
 
 def missing_results(run: Any, cache: Any, variants: list[tuple[RunConfig, str, str, bool]]) -> list[set[str]]:
@@ -111,7 +131,7 @@ def missing_results(run: Any, cache: Any, variants: list[tuple[RunConfig, str, s
             set_aside_garbled(cache, meta)  # a garbled result counts as missing and is computed again
         except OSError as exc:
             raise ResultsNotWritten(Path(cache.cache_path), exc) from None
-        out.append({t.metadata.name for t in run.tasks if cfg.overwrite or not complete(t, meta, cache)})
+        out.append({t.metadata.name for t in run.tasks if cfg.overwrite or found(t, meta, cache) is None})
     return out
 
 
@@ -125,6 +145,33 @@ def complete(task: Any, meta: Any, cache: Any) -> bool:
         return False
     existing, missing = _check_cache(task, meta, cache, OverwriteStrategy.ONLY_MISSING)
     return existing is not None and not missing and not nonfinite_main_scores(existing)
+
+
+def found(task: Any, meta: Any, cache: Any) -> Any | None:
+    """The ModelMeta under which the complete result of ``meta``'s setup on ``task`` lies: ``meta`` itself, or
+    the same setup as an older version filed it (``data: mirror``, a file corpus as ``file_<digest>``:
+    :func:`iso_bench.results.setups.older_setups`); None when there is none. Reads no data."""
+    if complete(task, meta, cache):
+        return meta
+    for older in older_setups(dict(meta.experiment_kwargs or {})):
+        other = meta.model_copy(update={"experiment_kwargs": older or None})
+        if complete(task, other, cache):
+            return other
+    return None
+
+
+def compare_data(summary: RunSummary, task: str, label: str, existing: Any, read: dict[str, Any] | None) -> None:
+    """Compare the data record of a result present (``existing``, an mteb TaskResult) with what this run read
+    of ``task`` (:func:`iso_bench.results.setups.same_data`), noting in ``summary`` a result of other data or
+    one that cannot be told."""
+    entries = [e for entries in (existing.scores or {}).values() for e in entries]
+    record = next((e["iso_bench"].get("data") for e in entries if isinstance(e.get("iso_bench"), dict)), None)
+    if not isinstance(record, dict) or not read:
+        return
+    same = same_data(record, read)
+    if same is not True:
+        seen = summary.other_data.setdefault(task, {"read": read, "other": {}, "unknown": {}})
+        seen["other" if same is False else "unknown"][label] = record
 
 
 def canonical_spec(spec: str, seed: int = 0) -> str:
@@ -153,19 +200,22 @@ def variant_meta_of(cfg: RunConfig, run: Any, spec: str) -> Any:
               "fit_budget": cfg.fit_budget, "pooling": cfg.pooling, "layer": cfg.layer,
               "data_dir": None if cfg.data_dir is None else str(Path(cfg.data_dir).resolve())}
     experiment = setup_kwargs(spec, fit_corpus=cfg.fit_corpus, seed=cfg.seed, pooling=cfg.pooling, layer=cfg.layer,
-                              data_dir=cfg.data_dir, fit_sample=cfg.fit_sample, fit_budget=cfg.fit_budget)
+                              fit_sample=cfg.fit_sample, fit_budget=cfg.fit_budget)
     loader = {k: v for k, v in loader.items() if v is not None}
     return variant_meta(cfg.model, spec, revision=run.revision, embed_dim=run.dim,
                         experiment=experiment, **loader)
 
 
 def reproduce_command(args: Any, model: str) -> str:
-    """The ``iso-bench run`` command line that reproduces the numbers of ``model`` from the parsed options
-    ``args`` (paths, speed and engine flags left out): recorded in every result."""
+    """The ``iso-bench run`` command line that reproduces the numbers of ``model``, into the same setup folders,
+    from the parsed options ``args`` (with ``--data-dir`` where one was given, as given; the results and cache
+    folders, speed and engine flags left out): recorded in every result."""
     parts = ["iso-bench", "run", "--model", model]
     if args.revision:
         parts += ["--revision", args.revision]
     parts += ["--methods", *args.methods, "--tasks", *args.tasks]
+    if getattr(args, "data_dir", None):
+        parts += ["--data-dir", str(args.data_dir)]
     defaults = {"--fit-corpus": "task", "--fit-sample": None, "--fit-budget": None, "--seed": 0, "--pooling": None,
                 "--layer": None}
     given = {"--fit-corpus": args.fit_corpus, "--fit-sample": args.fit_sample, "--fit-budget": args.fit_budget,
@@ -215,11 +265,13 @@ def stopped(cause: Exception, run: Any, states: list[Any], cache: Any, summary: 
         for task in run.tasks:
             name = task.metadata.name
             try:
-                whole = complete(task, state.meta, cache)
-                existing = cache.load_task_result(name, state.meta) if whole else None
+                where = found(task, state.meta, cache)
+                whole = where is not None
+                existing = cache.load_task_result(name, where) if whole else None
             except Exception:  # noqa: BLE001 - unreadable counts as missing, as a rerun would see it
                 whole, existing = False, None
             row[name] = existing.get_score() if existing is not None else None
             (written if whole else missing).append((state.label, name))
-    summary.encode_stats = dict(run.store.stats) if run.store is not None else {"computed": 0, "reused": 0}
+    computed = run.store.stats["computed"] if run.store is not None else 0
+    summary.encode_stats = {"computed": computed, "reused": getattr(run, "cached", 0)}  # as the runner counts
     return RunStopped(cause, summary, written, missing)

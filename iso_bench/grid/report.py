@@ -1,11 +1,14 @@
-"""What ``iso-bench run`` prints when it ends: the table of main scores per model, what was encoded and fitted,
-the cells or jobs that failed (never averaged), the jobs that ran more than once, or, when the results disk
-stopped the run, which results exist. Each returns the command's exit status (1 when something failed)."""
+"""What ``iso-bench run`` prints when it ends: the table of main scores per model (each group's mean and its
+difference from raw first), what was encoded and fitted, the command that renders the leaderboard next, results
+present of other data, the cells or jobs that failed (never averaged), the jobs that ran more than once, or,
+when the results disk stopped the run, which results exist. Each returns the command's exit status (1 when
+something failed)."""
 
 from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from iso_bench.registry import IsoBenchError
@@ -23,12 +26,14 @@ def print_run(summary: Any) -> int:
           f" fits: {fits} run, {loaded} loaded from the fit cache; {summary.seconds:.1f} s; results in "
           f"{summary.results_dir}")
     print_verdict(summary.results_dir, summary.model)
+    print(next_command(summary.results_dir))
+    print_data_notes(summary)
     return print_failed_cells(summary.errors)
 
 
 def print_verdict(results_dir: Any, model: str) -> None:
-    """The verdict on ``model`` from every result of it in the folder (:mod:`iso_bench.report.verdict`), and the
-    command that writes the whole leaderboard. Nothing when the folder holds no readable result of it."""
+    """The verdict on ``model`` from every result of it in the folder (:mod:`iso_bench.report.verdict`); nothing
+    when the folder holds no readable result of it or no paired test."""
     try:
         results = [r for r in read_results(results_dir) if r.base == model]
         lines = verdict_lines(build_leaderboard(results)) if results else []
@@ -38,7 +43,23 @@ def print_verdict(results_dir: Any, model: str) -> None:
     if lines:
         print("\nverdict (paired bootstrap tests over this folder's results of the model):")
         print("\n".join(f"  {line}" for line in lines))
-    print(f"\nthe leaderboard: iso-bench leaderboard {shlex.quote(str(results_dir))} -o leaderboard.md")
+
+
+def next_command(results_dir: Path) -> str:
+    """What to run next: the leaderboard of the results folder (``--results``, which holds ``results/``).
+
+    >>> next_command(Path("results/results"))
+    'next: iso-bench leaderboard results  (every table with its intervals, paired tests and provenance)'
+    """
+    folder = results_dir.parent if results_dir.name == "results" else results_dir
+    return f"next: iso-bench leaderboard {shlex.quote(str(folder))}  (every table with its intervals, paired tests " \
+           "and provenance)"
+
+
+def print_data_notes(summary: Any) -> None:
+    """The results present that were computed from other data than the run read (or that cannot be compared)."""
+    for note in summary.data_notes():
+        print(f"data: {note}", file=sys.stderr)
 
 
 def print_stopped(stop: Any) -> None:
@@ -64,6 +85,10 @@ def print_grid(grid: Any) -> int:
     for label, messages in grid.warnings.items():  # logged on a worker, whose log the user does not see
         for message in messages:
             print(f"warning: {label}: {message}", file=sys.stderr)
+    if results_dir is not None:
+        print(next_command(Path(results_dir)))
+    for summary in grid.models.values():
+        print_data_notes(summary)
     for label, attempts in grid.rerun.items():
         print(f"rerun: {label} ran {attempts} times (a worker was lost); each result is written once, whole",
               file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -32,7 +33,9 @@ from iso_bench.data.fit_corpus import TRAIN, CorpusProvider, task_text_groups
 from iso_bench.data.sources import mirror_dir, use_source
 from iso_bench.grid.plan import RunConfig, RunStopped, RunSummary  # noqa: F401 - the runner's public names
 from iso_bench.grid.plan import canonical_spec as _canonical
+from iso_bench.grid.plan import compare_data as _compare_data
 from iso_bench.grid.plan import complete as _complete  # noqa: F401 - named here for tests and callers
+from iso_bench.grid.plan import found as _found
 from iso_bench.grid.plan import missing_results as _missing
 from iso_bench.grid.plan import seeded as _seeded
 from iso_bench.grid.plan import stopped as _stopped
@@ -57,18 +60,30 @@ class _DropSuperseded(logging.Filter):
 
 class _Once(logging.Filter):
     """Lets each distinct message through once: a method fitted once per task says the same thing (e.g.
-    whiten's "3 of 384 directions have no variance") for every task; the result files record it per fit."""
+    whiten's "3 of 384 directions have no variance") for every task. The first says which fit corpus it is
+    about (``(fit on STS12)``, :meth:`iso_bench.methods.Method.who`); the others are named once, at the end of
+    the run (:meth:`also`); the result files record every fit."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.seen: set[str] = set()
+        self.seen: dict[str, list[str]] = {}  # message without its fit corpus -> the fit corpora after the first
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if message in self.seen:
+        plain, where = _FIT_ON.sub("", message), _FIT_ON.search(message)
+        if plain in self.seen:
+            if where and where.group(1) not in self.seen[plain]:
+                self.seen[plain].append(where.group(1))
             return False
-        self.seen.add(message)
+        self.seen[plain] = []
         return True
+
+    def also(self) -> list[str]:
+        """A line for each message said once that held on other fit corpora too."""
+        return [f"the same on {', '.join(places)}: {plain}" for plain, places in self.seen.items() if places]
+
+
+_FIT_ON = re.compile(r" \(fit on ([^)]*)\)")
 
 
 def run(cfg: RunConfig) -> RunSummary:
@@ -87,6 +102,8 @@ def run(cfg: RunConfig) -> RunSummary:
         mteb_log.removeFilter(superseded)
         for log in method_logs:
             log.removeFilter(once)
+        for line in once.also():
+            logger.warning(line)
 
 
 def normalized_model(model: str) -> str:
@@ -117,6 +134,7 @@ class _Prepared:
     backbone: Any = None
     store: Any = None
     base_record: dict[str, Any] = field(default_factory=dict)
+    cached: int = 0  # texts of the run the raw-vector cache already held (not each variant's lookups of them)
 
 
 def _prepare(cfg: RunConfig) -> _Prepared:
@@ -191,7 +209,16 @@ def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
         store.progress, store.stats = cfg.progress, {"computed": 0, "reused": 0}
         store.token_cache_texts = cfg.token_cache_texts or default_token_cache_texts()
         run.store = store
+    before = run.store.stats["reused"]
     _encode_all(run.store, tasks, run.corpus)
+    run.cached += run.store.stats["reused"] - before  # the encode pass sees each text of the run once
+
+
+def encode_stats(run: Any) -> dict[str, int]:
+    """What the summary says of the raw vectors: the texts encoded by this run, and the texts of the run the
+    cache already held (counted once, by the encode pass; the variants' own lookups are not counted)."""
+    computed = run.store.stats["computed"] if run.store is not None else 0
+    return {"computed": computed, "reused": getattr(run, "cached", 0)}
 
 
 def _encode_all(store: Any, tasks: list[Any], corpus: Any) -> None:
@@ -243,7 +270,7 @@ def _run(cfg: RunConfig) -> RunSummary:
         raise _stopped(exc, run, states, cache, summary) from None
     for state in states:
         _finish_variant(state, run, cache, summary)
-    summary.encode_stats = dict(run.store.stats) if run.store is not None else {"computed": 0, "reused": 0}
+    summary.encode_stats = encode_stats(run)
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -332,15 +359,20 @@ def _evaluate(cfg: RunConfig, run: _Prepared, states: list[_VariantRun], cache: 
 
 
 def _finish_variant(state: _VariantRun, run: _Prepared, cache: Any, summary: RunSummary) -> None:
-    """The variant's row of the summary: the scores it computed, and those of the results it already had."""
+    """The variant's row of the summary: the scores it computed, and those of the results it already had (in
+    this version's setup folder or an older version's, :func:`iso_bench.grid.plan.found`), each of whose data is
+    compared with the data this run read (:func:`iso_bench.grid.plan.compare_data`)."""
     row = {}
     for task in run.tasks:
         name = task.metadata.name
         if name in state.todo:
             row[name] = state.row.get(name)
         else:
-            existing = cache.load_task_result(name, state.meta)
+            where = _found(task, state.meta, cache)
+            existing = cache.load_task_result(name, where) if where is not None else None
             row[name] = existing.get_score() if existing is not None else None
+            if existing is not None:
+                _compare_data(summary, name, state.label, existing, run.sources.get(name))
     summary.scores[state.label] = row
     encoder = state.encoder
     summary.fit_seconds[state.label] = encoder.fit_seconds if encoder else 0.0

@@ -74,8 +74,9 @@ def get_task(name: str) -> Any:
 
 def data_at_hand(task: Any, data_dir: str | Path | None = None) -> str:
     """Where the data of ``task`` would be read from, without reading it: ``"mirror"`` (under the data
-    directory), ``"hub cache"`` (the Hugging Face cache holds the dataset), ``"iso-bench data"`` (an iso-bench
-    task whose release folder is at hand) or ``"missing"`` (the hub, or the release archive, must be reachable).
+    directory), ``"hub cache"`` (the Hugging Face hub cache, or the datasets library's cache of an earlier hub
+    read, holds the dataset), ``"iso-bench data"`` (an iso-bench task whose release folder is at hand) or
+    ``"missing"`` (the hub, or the release archive, must be reachable).
     A task built on another mteb task (the isotropy task on STS-B) is told by its dataset's path."""
     root = data_dir if data_dir is not None else os.environ.get("ISO_BENCH_DATA_DIR")
     root = Path(root).expanduser() if root else None
@@ -98,7 +99,36 @@ def data_at_hand(task: Any, data_dir: str | Path | None = None) -> str:
 
     if (Path(constants.HF_HUB_CACHE) / f"datasets--{repo.replace('/', '--')}").is_dir():
         return "hub cache"
+    if "/" in repo and _prepared(repo):
+        return "hub cache"
     return "missing"
+
+
+def _prepared(repo: str) -> bool:
+    """Whether the datasets library's cache holds ``repo`` as an earlier hub read prepared it (what it reads
+    offline): ``$HF_DATASETS_CACHE/<org>___<name>/``."""
+    from datasets import config  # lazily: datasets loads pyarrow
+    from datasets.naming import camelcase_to_snakecase  # lazily: datasets loads pyarrow
+
+    org, _, name = repo.partition("/")
+    return (Path(config.HF_DATASETS_CACHE) / f"{org}___{camelcase_to_snakecase(name)}").is_dir()
+
+
+EXAMPLE_BENCHMARKS = ("MTEB(eng, v2)", "MTEB(Multilingual, v2)", "iso-bench v1")
+
+
+def describe_benchmarks(every: bool = False) -> str:
+    """What ``iso-bench list`` says of mteb's benchmarks, which ``--tasks`` takes by name (resolved by
+    ``mteb.get_benchmark``): a few examples, without importing mteb; ``every``: each benchmark mteb knows, with
+    its number of tasks (imports mteb)."""
+    head = "mteb benchmarks (--tasks takes their names too, quoted; a benchmark's own task objects are run):"
+    if not every:
+        names = ", ".join(f'"{n}"' for n in EXAMPLE_BENCHMARKS)
+        return f"{head}\n  e.g. {names}; every one mteb knows: iso-bench list --benchmarks"
+    import mteb  # lazily: mteb takes seconds to import (iso-bench's hook adds "iso-bench v1" to its benchmarks)
+
+    rows = sorted((b.name, len(b.tasks)) for b in mteb.get_benchmarks())
+    return "\n".join([head, *(f'  "{name}"  ({n} tasks)' for name, n in rows)])
 
 
 def _mteb_task(name: str) -> bool:

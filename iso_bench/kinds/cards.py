@@ -179,6 +179,18 @@ def suites() -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def describe_tasks(default_suite: str = "mteb-sts") -> str:
+    """What ``iso-bench list`` says of the tasks: the suites (``default_suite``, what a run without ``--tasks``
+    runs, marked), then every task with its kind and size."""
+    lines = ["suites (--tasks takes suite, task and mteb benchmark names):"]
+    for name, members in suites().items():
+        if name != "all":
+            lines.append(f"  {name + (' *' if name == default_suite else ''):<12} {' '.join(members)}")
+    lines += [f"  {'all':<12} every task above", "  (* = run by default, without --tasks)", "", "tasks:"]
+    lines += [f"  {card.name:<22} {card.kind:<16} {card.size}".rstrip() for card in cards()]
+    return "\n".join(lines)
+
+
 def expand_tasks(names: Iterable[str]) -> list[str]:
     """Replace suite names by their tasks, keep task names, drop repeats (first occurrence wins).
 
@@ -197,5 +209,6 @@ def unknown_task_message(name: str, known: Iterable[str] = ()) -> str:
     return f"unknown task or suite {name!r}.{did_you_mean(name, names, 0.6)} `iso-bench list` shows them."
 
 
-__all__ = ["CARDS", "CardError", "Group", "TaskCard", "UnknownNameError", "card_of", "cards", "expand_tasks",
+__all__ = ["CARDS", "CardError", "Group", "TaskCard", "UnknownNameError", "card_of", "cards", "describe_tasks",
+           "expand_tasks",
            "find_card", "group_of_type", "load_cards", "suites", "unknown_task_message"]

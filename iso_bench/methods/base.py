@@ -17,15 +17,32 @@ fewer vectors than :meth:`Method.min_vectors`: the fewest from which the method'
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import typing
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any, ClassVar
 
 import numpy as np
 
 from iso_bench.numerics.linalg import Moments, segment_sums
 from iso_bench.registry import IsoBenchError, Registry
+
+FITTING: ContextVar[str | None] = ContextVar("iso_bench_fitting", default=None)
+"""What the method being fitted in this context is fitted on (``STS12``, ``file wiki.txt``), set by its caller
+(:class:`iso_bench.encoder.VariantEncoder`): a method's warnings name it (:meth:`Method.who`)."""
+
+
+@contextlib.contextmanager
+def fitting_on(label: str) -> Iterator[None]:
+    """Within it, the warnings of a method say what it is fitted on: ``label`` (:data:`FITTING`)."""
+    token = FITTING.set(label)
+    try:
+        yield
+    finally:
+        FITTING.reset(token)
 
 
 class MethodError(IsoBenchError, ValueError):
@@ -72,6 +89,12 @@ class Method:
 
     def get_params(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.param_defaults()}
+
+    def who(self) -> str:
+        """``method 'whiten'``, with what it is being fitted on where its caller says so (:data:`FITTING`):
+        ``method 'whiten' (fit on STS12)``; what a warning starts with."""
+        where = FITTING.get()
+        return f"method {self.spec!r}" + (f" (fit on {where})" if where else "")
 
     @property
     def spec(self) -> str:

@@ -338,7 +338,7 @@ class ClusterPCA(Method):
         if held > SMALL_SHARE * n:
             self._refuse(f"{where}; use a larger fit corpus (--fit-corpus) or fewer clusters/directions, e.g. "
                          f"{self._variant(self.n_clusters, m - 1)} (the clustering does not depend on n_directions)")
-        logger.warning("method %r: %s; they keep the directions their members span", self.spec, where)
+        logger.warning("%s: %s; they keep the directions their members span", self.who(), where)
 
     def fit(self, X: np.ndarray) -> ClusterPCA:
         X = self._check_fit_input(X)
@@ -350,8 +350,8 @@ class ClusterPCA(Method):
         used = np.zeros(c, dtype=int)
         sizes = np.bincount(labels, minlength=c)
         if not sizes.all():
-            logger.warning("method %r: %d of %d clusters received no vector (fewer distinct vectors than clusters, "
-                           "or initial centroids lost all their vectors)", self.spec, int((sizes == 0).sum()), c)
+            logger.warning("%s: %d of %d clusters received no vector (fewer distinct vectors than clusters, "
+                           "or initial centroids lost all their vectors)", self.who(), int((sizes == 0).sum()), c)
         self._check_cluster_sizes(sizes)
         order, bounds = _group(labels, c)
         grouped = X[order]  # the one copy of the fit vectors: by cluster, then centred in place

@@ -124,7 +124,7 @@ class Whiten(Method):
             # n > d, yet some directions carry no variance at all (a model's dead dimensions, e.g. three
             # constant coordinates of all-MiniLM-L6-v2): they hold no information, so whiten the subspace
             # that has variance (the pseudo-inverse square root) and record what was dropped.
-            logger.warning("method %r: %d of %d directions have no variance and are dropped", self.spec, d - rank, d)
+            logger.warning("%s: %d of %d directions have no variance and are dropped", self.who(), d - rank, d)
             k = rank
         kept = vals[:k] + self.eps
         self.dim_ = d

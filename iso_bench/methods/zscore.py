@@ -75,8 +75,8 @@ class ZScore(Method):
     def _standardise(self, mean: np.ndarray, std: np.ndarray) -> None:
         dead = std <= _DEAD_TOL * max(float(std.max()), np.finfo(float).tiny)
         if dead.any():
-            logger.warning("method %r: %d of %d dimensions have no variance on the fit corpus and are set to 0",
-                           self.spec, int(dead.sum()), len(std))
+            logger.warning("%s: %d of %d dimensions have no variance on the fit corpus and are set to 0",
+                           self.who(), int(dead.sum()), len(std))
         self.dim_ = len(mean)
         self.mean_, self.std_ = mean, std
         self.scale_ = np.where(dead, 0.0, 1.0 / np.where(dead, 1.0, std))

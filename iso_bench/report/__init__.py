@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,14 +25,13 @@ from iso_bench.files import NotARegularFile, atomic_write_text, file_kind, write
 from iso_bench.report.board import build_leaderboard
 from iso_bench.report.cells import Leaderboard
 from iso_bench.report.html import render_html
+from iso_bench.report.latex import render_latex
 from iso_bench.report.plots import plot_data, plot_files, plot_outliers, svg_plots, write_plots
 from iso_bench.report.results import LeaderboardError, Result, read_results, split_model_name
 from iso_bench.report.tables import (
-    RENDERERS,
     format_summary,
     markdown_table,
     render_csv,
-    render_latex,
     render_markdown,
     render_outlier_markdown,
     summary_header,
@@ -40,21 +40,25 @@ from iso_bench.report.tables import (
 if TYPE_CHECKING:
     from iso_bench.numerics.outliers import OutlierReport
 
+RENDERERS: dict[str, Callable[[Leaderboard], str]] = {"markdown": render_markdown, "csv": render_csv,
+                                                      "latex": render_latex}
 FORMATS: tuple[str, ...] = (*RENDERERS, "html")
 HTML_INDEX = "index.html"
 
 
-def render(board: Leaderboard, fmt: str = "markdown") -> str:
-    """``board`` in one of :data:`FORMATS`; :class:`LeaderboardError` for another name."""
+def render(board: Leaderboard, fmt: str = "markdown", fragment: bool = False) -> str:
+    """``board`` in one of :data:`FORMATS` (``fragment``: LaTeX's tables without the document around them);
+    :class:`LeaderboardError` for another name."""
     if fmt == "html":
         return render_html(board, svg_plots(board))
     if fmt not in RENDERERS:
         raise LeaderboardError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
-    return RENDERERS[fmt](board)
+    return render_latex(board, fragment) if fmt == "latex" else RENDERERS[fmt](board)
 
 
 def write_leaderboard(results_dir: str | Path, output: str | Path | None = None, fmt: str = "markdown",
-                      plot: bool = True, accept_modified: bool = False, ci: bool = True) -> list[Path] | str:
+                      plot: bool = True, accept_modified: bool = False, ci: bool = True,
+                      fragment: bool = False) -> list[Path] | str:
     """The leaderboard of ``results_dir``: its text when ``output`` is None, else the files written.
 
     With ``output``, markdown also gets one plot per model (``<stem>-<model>.png`` beside ``output``, linked
@@ -72,11 +76,17 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     in its record is refused like a modified result (or marked †, without interval, with ``accept_modified``).
     ``ci=False`` renders the tables without any of it, reading no units file.
 
+    ``latex`` is a complete document that pdflatex compiles as written; ``fragment`` gives its tables alone (with
+    their provenance), to ``\\input`` into a paper (:mod:`.latex`).
+
     >>> write_leaderboard("leaderboards", "leaderboards/leaderboard.md")   # doctest: +SKIP
     [PosixPath('leaderboards/leaderboard.md'), PosixPath('leaderboards/leaderboard-org__model.png')]
     """
     if fmt not in FORMATS:
         raise LeaderboardError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+    if fragment and fmt != "latex":
+        raise LeaderboardError(f"--fragment (the tables without the document around them) is for --format latex, "
+                               f"not {fmt}: add --format latex, or leave --fragment out")
     if Path(results_dir).is_file():
         raise LeaderboardError(f"{results_dir}: is a file, not a results folder; give the folder that holds "
                                "results/<model>/<revision>/<task>.json (the --results folder of iso-bench run)")
@@ -85,7 +95,7 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     out = None if output is None else writable_output(output)
     board = build_leaderboard(read_results(results_dir, accept_modified), ci, accept_modified)
     if out is None:
-        return render(board, fmt)
+        return render(board, fmt, fragment)
     if fmt == "markdown" and plot:  # the plots' files, beside the output, are checked before any is drawn
         for name in plot_files(board, out.stem).values():
             writable_output(out.parent / name)
@@ -99,7 +109,8 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         plots = write_plots(board, out.parent, out.stem) if fmt == "markdown" and plot else {}
-        atomic_write_text(out, render_markdown(board, plots) if plots else render(board, fmt))
+        drawn = fmt == "markdown" and plot  # plots asked for: a section without one says why
+        atomic_write_text(out, render_markdown(board, plots) if drawn else render(board, fmt, fragment))
     except OSError as exc:
         raise LeaderboardError(_cannot_write(out, exc)) from None
     return [out, *(out.parent / name for name in sorted(plots.values()))]

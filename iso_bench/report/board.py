@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from iso_bench.kinds.cards import Group
-from iso_bench.report.cells import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table  # noqa: F401 - named here too
+from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table  # noqa: F401 - named here too
 from iso_bench.report.index import NO_BENCHMARK, Index, Line, place, recorded_benchmark, variant_order
 from iso_bench.report.marks import mark_notes, worst
 from iso_bench.report.provenance import provenance
@@ -87,7 +87,7 @@ def build_leaderboard(results: Sequence[Result], ci: bool = True, accept_modifie
         sections.append(Section(base, f"revision {rev}", tuple(tables), key))
     comparison = _comparison(ix, boot)
     if comparison is not None:
-        sections.append(Section("Models compared", "", (comparison,), "comparison"))
+        sections.append(Section("Models compared", "", (comparison,), COMPARISON))
     return Leaderboard(tuple(sections), len(results), ci, benchmark_counts(results))
 
 
@@ -145,7 +145,7 @@ def _setup_notes(ix: Index, lines: Sequence[Line]) -> list[str]:
                  "; rows that differ only in seed are replicates, shown apart")
         notes.append("A variant run in more than one setup has a row per setup, labelled [what differs among its "
                      f"setups] (mteb experiment kwargs), never averaged with another{seeds}. Differences are from "
-                     "the raw row of the same pooling, layer and data.")
+                     "the raw row of the same pooling and layer.")
     alone = [line.label for line in lines if line.variant != "raw" and ix.raw[line] is None
              and any(other.variant == "raw" for other in ix.lines[line.base, line.rev])]
     if alone:

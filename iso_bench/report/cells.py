@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from iso_bench.report.setups import row_label
 
 PERCENT_DECIMALS = 2  # scores are shown × 100 with two decimals
+COMPARISON = "comparison"  # the key of the section that compares the models
 
 
 @dataclass(frozen=True)

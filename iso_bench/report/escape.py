@@ -127,18 +127,37 @@ def csv_text(text: object) -> str:
 _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
           "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
           ">": r"\textgreater{}", "|": r"\textbar{}", "−": "$-$", "–": "--", "×": r"$\times$", "±": r"$\pm$",
-          "ᵀ": r"$^\top$", "†": r"$^\dagger$", "‡": r"$^\ddagger$", "°": r"$^{\circ}$"}
+          "ᵀ": r"$^\top$", "†": r"$^\dagger$", "‡": r"$^\ddagger$", "°": r"$^{\circ}$", "≤": r"$\le$",
+          "≥": r"$\ge$", "≠": r"$\ne$", "≈": r"$\approx$", "…": r"\dots{}", "—": "---", "→": r"$\to$",
+          "·": r"$\cdot$", "’": "'", "‘": "`", "“": "``", "”": "''", "\u00a0": "~", "ß": r"\ss{}", "æ": r"\ae{}",
+          "Æ": r"\AE{}", "ø": r"\o{}", "Ø": r"\O{}", "œ": r"\oe{}", "Œ": r"\OE{}", "ł": r"\l{}", "Ł": r"\L{}"}
 
 
 def latex_escape(text: object) -> str:
     r"""Text safe in LaTeX: ``latex_escape("a_b × 2")`` is ``a\_b $\times$ 2``; two hyphens stay two hyphens
     (``--flag`` is ``-{}-flag``, not an en dash); on one line; a leading ``[`` braced, so that the ``\\`` before
-    it does not read it as a length.
+    it does not read it as a length. The result is ASCII: the symbols a leaderboard uses (``≤ … − – † ° ‡ ±``)
+    as LaTeX, a Latin letter with accents as its LaTeX accent (``é`` is ``\'{e}``), any other character as
+    ``[U+XXXX]`` (pdflatex stops at a Unicode character it has not been set up for).
     """
     text = plain(text)
-    shown = "".join("-{}" if ch == "-" and text[i + 1:i + 2] == "-" else _LATEX.get(ch, ch)
+    shown = "".join("-{}" if ch == "-" and text[i + 1:i + 2] == "-" else _LATEX.get(ch) or _ascii(ch)
                     for i, ch in enumerate(text))
     return "{[}" + shown[1:] if shown.startswith("[") else shown
+
+
+_ACCENTS = {"\u0300": "`", "\u0301": "'", "\u0302": "^", "\u0303": "~", "\u0308": '"', "\u0327": "c", "\u030c": "v",
+            "\u0304": "=", "\u0306": "u", "\u030a": "r", "\u0328": "k", "\u030b": "H", "\u0307": "."}
+
+
+def _ascii(ch: str) -> str:
+    """A character outside :data:`_LATEX` as ASCII LaTeX: itself, an accented letter, else ``[U+XXXX]``."""
+    if ch.isascii():
+        return ch
+    base, *marks = unicodedata.normalize("NFD", ch)
+    if base.isascii() and base.isalpha() and len(marks) == 1 and marks[0] in _ACCENTS:
+        return f"\\{_ACCENTS[marks[0]]}{{{base}}}"
+    return f"[U+{ord(ch):04X}]"
 
 
 # ---- plots ----------------------------------------------------------------------------------------------

@@ -2,11 +2,16 @@
 
 The same :class:`~iso_bench.report.cells.Leaderboard` the markdown renders, as ``index.html``: per model, the
 same tables (score, 95% interval, difference from raw, significance mark), sortable by any column and filterable
-by task group and by method; each cell's hover (its ``title``) carries what the markdown cannot fit: the
-paired test's interval, p and q, the number of evaluation units, the spread across seeds, the fit corpus of the
-row. The plots are inline SVG,
-the provenance of each table is folded (``<details>``). No CDN, no server, no external file: the page opens
-from disk and works on any static host.
+by task group and by method; each cell's hover (its ``title``, and a panel at the foot of the screen when the
+cell is tapped or focused) carries what the markdown cannot fit: the paired test's interval, p and q, the number
+of evaluation units, the spread across seeds, the fit corpus of the row. The plots are inline SVG, each with the
+caption of what it shows; the provenance of each table is folded (``<details>``). No CDN, no server, no external
+file: the page opens from disk and works on any static host.
+
+From a 390 px phone to a wide screen: the document is never wider than the screen (a table scrolls in its own
+box, its row labels stay in view), a group's mean, which decides the ranking, is the first column after the row
+label, a cell stacks its value, difference and interval, hashes and long names wrap, the plots scale to the
+width, and the filter bar is not sticky, so it never covers a table's header.
 
 Rendered with Jinja2 (its autoescaping: every text from a result file or a model name lands as text, never as
 markup), from the template ``templates/leaderboard.html``; numbers are formatted as in the markdown
@@ -16,22 +21,22 @@ plots pin matplotlib's hash salt and date, :func:`iso_bench.report.plots.svg_plo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from iso_bench.methods import METHODS
 from iso_bench.report.cells import Cell, Column, Leaderboard, Row, Table
 from iso_bench.report.marks import MARKS
-from iso_bench.report.tables import MINUS, MISSING, _bounded, _label, benchmark_lines, format_cell, format_delta
+from iso_bench.report.tables import MINUS, MISSING, _label, benchmark_lines, format_cell, format_delta, format_number
 from iso_bench.report.verdict import verdict_lines
 from iso_bench.results.benchmark import bibtex
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
-def render_html(board: Leaderboard, plots: Mapping[str, str] | None = None) -> str:
-    """``board`` as an HTML page; ``plots`` maps a section's key to its inline SVG (text)."""
+def render_html(board: Leaderboard, plots: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> str:
+    """``board`` as an HTML page; ``plots`` maps a section's key to its figures: ``(inline SVG, caption)``."""
     from jinja2 import (  # lazily: only the web page needs it
         Environment,
         FileSystemLoader,
@@ -45,9 +50,9 @@ def render_html(board: Leaderboard, plots: Mapping[str, str] | None = None) -> s
     sections = []
     for s_index, section in enumerate(board.sections):
         tables = [_table(t, f"t{s_index}-{t_index}", section.title) for t_index, t in enumerate(section.tables)]
-        svg = (plots or {}).get(section.key)
+        figures = [{"svg": Markup(svg), "caption": caption} for svg, caption in (plots or {}).get(section.key, ())]
         sections.append({"title": section.title, "subtitle": section.subtitle, "tables": tables,
-                         "svg": None if svg is None else Markup(svg), "id": f"s{s_index}"})
+                         "figures": figures, "id": f"s{s_index}"})
     groups = sorted({t["group"] for s in sections for t in s["tables"]})
     methods = sorted({row["method"] for s in sections for t in s["tables"] for row in t["rows"]})
     return env.get_template("leaderboard.html").render(
@@ -57,17 +62,21 @@ def render_html(board: Leaderboard, plots: Mapping[str, str] | None = None) -> s
 
 
 def _table(table: Table, table_id: str, section: str) -> dict[str, Any]:
-    wide = _bounded(table)
-    columns = [{"label": c.label, "kind": c.kind, "bounds": w} for c, w in zip(table.columns, wide, strict=True)]
+    """A table as the template shows it: one row-label column (several labels stacked in it), then the means
+    (what decides the ranking), then the other columns in the board's order."""
+    order = [j for j, c in enumerate(table.columns) if c.kind == "mean"]
+    order += [j for j in range(len(table.columns)) if j not in order]
+    columns = [{"label": table.columns[j].label, "kind": table.columns[j].kind} for j in order]
     fits = next((values for name, values in table.provenance if name == "fit"), ())
     rows = []
     for row in table.rows:
         method = _method(row)
         fit = [v for v in fits if v.startswith((f"{method} (", f"{method}:"))]
-        rows.append({"labels": [_label(row, a) for a in table.labels], "method": method,
-                     "cells": [_cell(c, col, row, fit) for c, col in zip(row.cells, table.columns, strict=True)]})
+        labels = [_label(row, a) for a in table.labels]
+        rows.append({"labels": labels, "sort": " ".join(labels), "method": method,
+                     "cells": [_cell(row.cells[j], table.columns[j], row, fit) for j in order]})
     group = table.title.split(":")[0] if table.labels == ("variant",) else "models compared"
-    return {"id": table_id, "title": table.title, "group": group, "labels": list(table.labels),
+    return {"id": table_id, "title": table.title, "group": group, "label": " / ".join(table.labels),
             "columns": columns, "rows": rows, "notes": list(table.notes), "provenance": table.provenance,
             "section": section}
 
@@ -80,9 +89,16 @@ def _method(row: Row) -> str:
 
 
 def _cell(cell: Cell, column: Column, row: Row, fit: list[str]) -> dict[str, Any]:
-    """Text as the markdown shows it (interval included), the number a sort reads, and the hover text."""
-    text = format_cell(cell, column, MINUS)
-    return {"text": text, "sort": "" if cell.value is None else repr(float(cell.value)), "best": cell.best,
+    """The parts a cell stacks (value with its spread, difference from raw, interval), as the markdown writes
+    them, the number a sort reads, and the hover text."""
+    parts = {"value": MISSING, "delta": "", "interval": ""}
+    if cell.value is not None:
+        plain = Cell(cell.value, sd=cell.sd)  # the value and its spread alone
+        parts = {"value": format_cell(plain, column, MINUS),
+                 "delta": "" if cell.delta is None else f"({format_delta(cell.delta, column.fmt)})",
+                 "interval": "" if cell.low is None or cell.high is None else
+                 f"[{format_number(cell.low, column.fmt, MINUS)}, {format_number(cell.high, column.fmt, MINUS)}]"}
+    return {**parts, "sort": "" if cell.value is None else repr(float(cell.value)), "best": cell.best,
             "significant": cell.significant, "mark": MARKS.get(cell.mark, ""), "title": _hover(cell, column, row, fit),
             "missing": cell.value is None}
 

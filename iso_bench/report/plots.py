@@ -106,20 +106,27 @@ def plot_files(board: Leaderboard, stem: str) -> dict[str, str]:
     return {s.key: f"{stem}-{s.key}.png" for s in board.sections if plot_data(s) is not None}
 
 
-def svg_plots(board: Leaderboard) -> dict[str, str]:
-    """Each section's figures as inline SVG (text), by section key: its isotropy-vs-STS plot and, per ranked
-    table, each variant's difference from raw per task with the paired interval. Pinned for equal bytes on
-    equal data: the SVG hash salt (per section, so two figures of a page never share an element id), no date."""
+def svg_plots(board: Leaderboard) -> dict[str, list[tuple[str, str]]]:
+    """Each section's figures as inline SVG, by section key, each with the caption that says what it shows: its
+    isotropy-vs-STS plot (where the isotropy task ran) and, per ranked table, each variant's difference from raw
+    per task (with the paired interval where there is one). An SVG has no fixed width or height, only its
+    ``viewBox``: the page sizes it to the screen. Pinned for equal bytes on equal data: the SVG hash salt (per
+    section, so two figures of a page never share an element id), no date."""
     plt = _pyplot()
     out = {}
     for section in board.sections:
-        figures = []
+        figures: list[tuple[Any, Any, str]] = []
         plot = plot_data(section)
         if plot is not None:
-            figures.append((plot, _draw))
-        figures += [(table, _draw_deltas) for table in section.tables if _has_deltas(table)]
+            bars = " (bars: the mean's 95% interval)" if plot.errors else ""
+            figures.append((plot, _draw, f"{section.title}: {plot.x_label} against each mean score{bars}."))
+        for table in section.tables:
+            if _has_deltas(table):
+                paired = any(c.delta_low is not None for row in table.rows for c in row.cells)
+                figures.append((table, _draw_deltas, f"{table.title}: each variant's difference from raw on each "
+                                f"task{' (bars: the paired 95% interval)' if paired else ''}."))
         svgs = []
-        for k, (data, draw) in enumerate(figures):
+        for k, (data, draw, caption) in enumerate(figures):
             with plt.rc_context({"svg.hashsalt": f"iso-bench-{section.key}-{k}", "svg.fonttype": "path"}):
                 fig = draw(plt, data, None)
                 buf = io.BytesIO()
@@ -127,9 +134,11 @@ def svg_plots(board: Leaderboard) -> dict[str, str]:
                 plt.close(fig)
             text = buf.getvalue().decode("utf-8")
             text = re.sub(r"\s*<metadata>.*?</metadata>", "", text[text.index("<svg"):], flags=re.S)
-            svgs.append(text)  # inline: no XML declaration, doctype or RDF metadata
+            head = text[:text.index(">") + 1]  # the root element: its viewBox stays, its fixed size goes
+            text = re.sub(r'\s(?:width|height)="[^"]*"', "", head) + text[len(head):]
+            svgs.append((text, caption))  # inline: no XML declaration, doctype or RDF metadata
         if svgs:
-            out[section.key] = "\n".join(svgs)
+            out[section.key] = svgs
     return out
 
 

@@ -62,7 +62,8 @@ def _data(r: Result) -> str:
     d = r.record.get("data")
     if not isinstance(d, dict):
         return f"{r.task}: dataset revision {r.dataset_revision or '?'} (source {NOT_RECORDED})"
-    sha = f", sha256 {d['sha256']}" if d.get("sha256") else ""
+    sha = f", rows sha256 {d['rows_sha256']}" if d.get("rows_sha256") else \
+        f", sha256 {d['sha256']}" if d.get("sha256") else ""  # the rows read; else (older) the folder's files
     extra = "".join(f"; {k} {v.get('revision', '?')} (sha256 {v.get('sha256', '?')})"  # e.g. WordNet for WSD
                     for k, v in sorted(d.items()) if isinstance(v, dict))
     return f"{r.task}: {d.get('repo', '?')} @ {d.get('revision', '?')} ({d.get('source', '?')}{sha}){extra}"
@@ -110,8 +111,16 @@ def _zeroed(learned: Sequence[dict[str, Any]]) -> str:
 
 
 def _kept(learned: Sequence[dict[str, Any]]) -> str:
-    """The directions whitening kept, per fit, where it dropped some without variance."""
-    kept = sorted({f"{state.get('n_components_', '?')} of {state.get('dim_', '?')} directions kept "
-                   f"({state['dropped_']} without variance dropped)" for state in learned
-                   if isinstance(state.get("dropped_"), int) and state["dropped_"] > 0})
-    return f"; {' | '.join(kept)}" if kept else ""
+    """What a fit did with directions or dimensions without variance, per fit, in the fields the method records:
+    whitening (``n_components_``) keeps the others and drops them; zscore sets such dimensions to 0."""
+    kept = set()
+    for state in learned:
+        dropped = state.get("dropped_")
+        if isinstance(dropped, bool) or not isinstance(dropped, int) or dropped <= 0:
+            continue
+        of = f" of {state['dim_']}" if isinstance(state.get("dim_"), int) else ""
+        if isinstance(state.get("n_components_"), int):
+            kept.add(f"{state['n_components_']}{of} directions kept ({dropped} without variance dropped)")
+        else:
+            kept.add(f"{dropped}{of} dimensions without variance set to 0")
+    return f"; {' | '.join(sorted(kept))}" if kept else ""

@@ -26,6 +26,7 @@ from typing import Any
 from iso_bench.registry import IsoBenchError
 from iso_bench.report.setups import SetupKey, setup_key
 from iso_bench.results.result_files import MODIFIED, OLDER, UNVERIFIED, VERIFIED, check_entry, identity
+from iso_bench.results.setups import same_data, same_setup, short
 
 META = "model_meta.json"
 
@@ -64,8 +65,18 @@ class Result:
 
     @property
     def setup_key(self) -> SetupKey:
-        """The setup's identity (see :func:`iso_bench.report.setups.setup_key`)."""
-        return setup_key(self.setup)
+        """The setup's identity (see :func:`iso_bench.report.setups.setup_key`), as this version names it: the
+        route an older version recorded (``data: mirror``) left out, its ``file_<digest>`` fit corpus by the file's
+        name (:func:`iso_bench.results.setups.same_setup`)."""
+        fit = self.record.get("fit") if isinstance(self.record, Mapping) else None
+        path = fit.get("path") if isinstance(fit, Mapping) and isinstance(fit.get("path"), str) else None
+        return setup_key(same_setup(self.setup, path))
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """The record of the data the result was computed from (repository, revision, digests); {} when none."""
+        data = self.record.get("data") if isinstance(self.record, Mapping) else None
+        return data if isinstance(data, Mapping) else {}
 
     @property
     def method(self) -> str:
@@ -116,15 +127,28 @@ def read_results(results_dir: str | Path, accept_modified: bool = False) -> list
     for path in files:
         r = _parse(path, path.relative_to(top).as_posix(), *_where(path, top, names))
         key = (r.base, r.revision, r.variant, r.setup_key, r.task)
-        if key in seen:
-            setup = f" in setup {r.experiment}" if r.setup else ""
-            raise LeaderboardError(f"{path}: a second result for {r.task} of {r.base}+{r.variant}{setup} "
-                                   f"(first: {seen[key].file})")
-        seen[key] = r
+        seen[key] = _one_of(seen[key], r, top) if key in seen else r
     modified = sorted(r.file for r in seen.values() if r.check == MODIFIED)
     if modified and not accept_modified:
         raise _modified_error(top, modified)
     return [seen[k] for k in sorted(seen)]
+
+
+def _one_of(first: Result, second: Result, top: Path) -> Result:
+    """Of two results of one task in one setup, the one in this version's layout, where the other is the same
+    setup as an older version filed it (with ``data: mirror``) and of the same data (or data that cannot be
+    told apart); :class:`LeaderboardError` naming both otherwise: other data is never merged silently."""
+    current = [r for r in (first, second) if dict(r.setup) == same_setup(r.setup)]
+    if same_data(first.data, second.data) is False:
+        raise LeaderboardError(
+            f"{top / second.file}: a result for {second.task} of {second.base}+{second.variant} in the setup of "
+            f"{top / first.file}, computed from other data ({short(second.data)}; the other: {short(first.data)}); "
+            "move one of them to another results folder, so that each board holds one version of the data")
+    if len(current) != 1:
+        setup = f" in setup {second.experiment}" if second.setup else ""
+        raise LeaderboardError(f"{top / second.file}: a second result for {second.task} of {second.base}+"
+                               f"{second.variant}{setup} (first: {first.file})")
+    return current[0]
 
 
 def _modified_error(top: Path, files: list[str]) -> LeaderboardError:

@@ -1,5 +1,6 @@
 """A result's setup: the mteb ``experiment_kwargs`` of the folder it was read from (fit corpus, seed,
-pooling, layer, data source, fit sample); ``{}`` for a result written before setups were recorded.
+pooling, layer, fit sample), as this version names it (:func:`iso_bench.results.setups.same_setup`: the route
+of the data an older version recorded left out); ``{}`` for a result written before setups were recorded.
 
 A setup is part of a row's identity: two setups of one variant are two rows, never averaged. Results that
 differ only in seed are replicates: rows of their own in the tables without intervals, one row of their mean
@@ -20,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 SetupKey = tuple[tuple[str, str], ...]  # sorted (kwarg, JSON of its value) pairs; () for no recorded setup
-FIT_KWARGS = ("fit_corpus", "seed", "fit_sample", "fit_budget")  # what a fit adds to a setup; raw is fitted on nothing
+FIT_KWARGS = ("fit_corpus", "fit_corpus_sha256", "seed", "fit_sample", "fit_budget")  # what a fit adds; raw: none
 # what a kwarg that a setup lacks means, in a label (the runner records only what is not the default)
-ABSENT = {"data": "hub", "fit_sample": "all", "fit_budget": "100000", "pooling": "default", "layer": "default"}
+ABSENT = {"fit_sample": "all", "fit_budget": "100000", "pooling": "default", "layer": "default"}
 NO_SETUP = "no setup recorded"
 
 
@@ -42,7 +43,7 @@ def setup_order(key: SetupKey) -> tuple[tuple[str, int, float, str], ...]:
 
 
 def _show(name: str, text: str | None) -> str:
-    """A kwarg's value as a label shows it: strings bare, a missing one by what it means (``data=hub``)."""
+    """A kwarg's value as a label shows it: strings bare, a missing one by what it means (``layer=default``)."""
     if text is None:
         return ABSENT.get(name, "none")
     value = json.loads(text)
@@ -52,7 +53,7 @@ def _show(name: str, text: str | None) -> str:
 def setup_labels(keys: Sequence[SetupKey]) -> dict[SetupKey, str]:
     """The label of each setup of one variant: the kwargs that differ among them, "" when there is one setup.
 
-    A kwarg a setup lacks is shown by what its absence means (``data=hub``, ``layer=default``). A result
+    A kwarg a setup lacks is shown by what its absence means (``layer=default``). A result
     folder without a recorded setup (``{}``, written before setups were recorded, or a run with nothing but
     defaults) is "no setup recorded" where what differs has no such meaning (fit corpus, seed).
 
@@ -65,9 +66,19 @@ def setup_labels(keys: Sequence[SetupKey]) -> dict[SetupKey, str]:
         return {k: "" for k in keys}
     setups = [dict(k) for k in keys]
     differ = sorted({name for s in setups for name in s if len({t.get(name) for t in setups}) > 1})
+    if "fit_corpus_sha256" in differ and not _same_name_other_file(setups):
+        differ.remove("fit_corpus_sha256")  # a file corpus is told by its name, its digest where the names agree
     unknown = any(name not in ABSENT for name in differ)
     return {key: NO_SETUP if not setup and unknown else ", ".join(f"{n}={_show(n, setup.get(n))}" for n in differ)
             for key, setup in zip(keys, setups, strict=True)}
+
+
+def _same_name_other_file(setups: Sequence[Mapping[str, str]]) -> bool:
+    """Whether two setups name the same fit corpus file with other contents (a digest is then needed)."""
+    digests: dict[str | None, set[str | None]] = {}
+    for s in setups:
+        digests.setdefault(s.get("fit_corpus"), set()).add(s.get("fit_corpus_sha256"))
+    return any(len(found) > 1 for found in digests.values())
 
 
 def row_label(variant: str, label: str) -> str:
@@ -84,7 +95,7 @@ def raw_reference(key: SetupKey, raws: Sequence[SetupKey]) -> SetupKey | None:
     """The setup of the raw row that a row of setup ``key`` is compared with, or None when none fits.
 
     Raw has no fit corpus, so fit corpus, seed and fit sample are ignored: the raw setup with the same
-    pooling, layer and data source; several such: the one sharing most kwargs (a tie: None); none: the only
+    pooling and layer; several such: the one sharing most kwargs (a tie: None); none: the only
     raw setup there is, else None.
 
     >>> raw_reference(setup_key({"fit_corpus": "train", "seed": 1}), [(), setup_key({"layer": 6})])

@@ -1,15 +1,14 @@
-"""Renderers of the table model (:mod:`.board`): markdown (tabulate), CSV and LaTeX; the run summary of
-``iso-bench run``; the markdown of an outlier report.
+"""Renderers of the table model (:mod:`.board`): markdown (tabulate) and CSV (LaTeX: :mod:`.latex`); the run
+summary of ``iso-bench run``; the markdown of an outlier report.
 
 Pure functions of their input, so the same results always give the same bytes. Numbers are formatted once
 (:func:`format_cell`), with the same rules in every format. A cell computed from a modified or unverified
-result is followed by its mark (:data:`iso_bench.report.marks.MARKS`: ``†``, ``°``; LaTeX ``$^\\dagger$``,
-``$^{\\circ}$``), outside its bold; CSV gives it in a column of its own, ``check``.
+result is followed by its mark (:data:`iso_bench.report.marks.MARKS`: ``†``, ``°``), outside its bold; CSV
+gives it in a column of its own, ``check``.
 
 A board with intervals (``Leaderboard.ci``) shows a cell as ``82.03 [81.21, 82.84] (+1.62)*``: the interval in
-brackets (LaTeX: in ``low`` and ``high`` columns after the column; CSV: columns of their own, with the test's
-bounds, p and q), a merged row's spread as ``± 0.27`` after the value, and ``*`` (outside the bold) after a
-difference from raw that stays significant over the table.
+brackets (CSV: columns of their own, with the test's bounds, p and q), a merged row's spread as ``± 0.27`` after
+the value, and ``*`` (outside the bold) after a difference from raw that stays significant over the table.
 
 Every text that comes from a result file or a model name (names, revisions, setups, notes, provenance) goes
 through the escape of its format (:mod:`.escape`): it is shown as written, never read as markup.
@@ -22,14 +21,15 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
 from iso_bench.kinds.cards import Group, find_card
-from iso_bench.report.cells import PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Table
-from iso_bench.report.escape import csv_text, latex_escape, md_code, md_text, md_url
+from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table
+from iso_bench.report.escape import csv_text, md_code, md_text, md_url
 from iso_bench.report.marks import MARKS
 from iso_bench.report.plots import plot_data
 from iso_bench.report.verdict import verdict_lines
@@ -88,34 +88,22 @@ def _label(row: Row, attr: str) -> str:
     return row.revision[:12] if attr == "revision" else getattr(row, attr)
 
 
-def _bounded(table: Table) -> list[bool]:
-    """Which columns show an interval of at least one cell."""
-    return [any(row.cells[j].low is not None for row in table.rows) for j in range(len(table.columns))]
-
-
-def _grid(table: Table, bold: Callable[[str], str], minus: str, escape: Callable[[str], str], star: str = "*",
-          split: bool = False) -> list[list[str]]:
-    """The cells as text; ``split``: an interval in ``low`` and ``high`` cells of its own after its cell."""
+def _grid(table: Table, bold: Callable[[str], str], minus: str, escape: Callable[[str], str],
+          star: str = "*") -> list[list[str]]:
+    """The cells as text, each with its interval, difference, significance and mark."""
     def shown(c: Cell, col: Column) -> str:
-        text = escape(format_cell(c, col, minus, bounds=not split))
+        text = escape(format_cell(c, col, minus))
         return (bold(text) if c.best else text) + (star if c.significant else "") + escape(MARKS.get(c.mark, ""))
 
-    def bounds(c: Cell, col: Column) -> list[str]:
-        return ["" if v is None else escape(format_number(v, col.fmt, minus)) for v in (c.low, c.high)]
-
-    wide = _bounded(table) if split else [False] * len(table.columns)
     return [[escape(_label(row, a)) for a in table.labels]
-            + [text for c, col, w in zip(row.cells, table.columns, wide, strict=True)
-               for text in [shown(c, col), *(bounds(c, col) if w else [])]] for row in table.rows]
+            + [shown(c, col) for c, col in zip(row.cells, table.columns, strict=True)] for row in table.rows]
 
 
 def _tabulate(table: Table, fmt: str, bold: Callable[[str], str], minus: str, escape: Callable[[str], str],
-              star: str = "*", split: bool = False) -> str:
-    wide = _bounded(table) if split else [False] * len(table.columns)
-    labels = [name for c, w in zip(table.columns, wide, strict=True) for name in [c.label, *(["low", "high"] * w)]]
-    headers = [escape(h) for h in (*table.labels, *labels)]
-    align = ("left",) * len(table.labels) + ("right",) * len(labels)
-    return tabulate(_grid(table, bold, minus, escape, star, split), headers=headers, tablefmt=fmt,
+              star: str = "*") -> str:
+    headers = [escape(h) for h in (*table.labels, *(c.label for c in table.columns))]
+    align = ("left",) * len(table.labels) + ("right",) * len(table.columns)
+    return tabulate(_grid(table, bold, minus, escape, star), headers=headers, tablefmt=fmt,
                     disable_numparse=True, colalign=align)
 
 
@@ -139,8 +127,9 @@ def markdown_table(table: Table) -> str:
 def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) -> str:
     """The leaderboard as GitHub markdown; ``plots`` maps a section's key to its plot's relative file name.
 
-    A section per model (a table per task group, each followed by its notes and provenance), then the
-    model comparison. Deterministic: a function of the data only.
+    A section per model (a table per task group, each followed by its notes and provenance, then its plot, or
+    with ``plots`` given a line saying why it has none: :func:`no_plot_note`), then the model comparison.
+    Deterministic: a function of the data only.
     """
     out = ["# iso-bench leaderboard", "",
            f"Built from {board.n_files} result files. Every table is followed by the provenance of its numbers; "
@@ -157,7 +146,20 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
         if plot is not None:
             alt = md_text(f"{plot.y_label} against {plot.x_label}, {plot.title}", brackets=True)
             out += [f"![{alt}]({md_url(plots[section.key])})", ""]
+        elif plots is not None and section.key != COMPARISON:
+            out += [no_plot_note(section), ""]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def no_plot_note(section: Section) -> str:
+    """Why a model's section of a board written with plots has none: its plot shows the isotropy task's sentence
+    IsoScore against the model's mean scores, and one of the two is missing."""
+    if not any(c.kind == "diagnostic" for t in section.tables for c in t.columns):
+        why = "no isotropy diagnostics (run the isotropy suite: iso-bench run --tasks isotropy)"
+    else:
+        why = "no table with a mean score to plot them against"
+    return (f"No plot for {md_text(section.title)}: the plot shows each variant's sentence IsoScore against its mean "
+            f"scores, and its results have {why}.")
 
 
 def benchmark_lines(board: Leaderboard, escape: Callable[[str], str]) -> list[str]:
@@ -223,46 +225,38 @@ def _csv_uncertainty(cell: Cell, col: Column) -> list[str]:
             prob(cell.p), prob(cell.q), "" if cell.q is None else "1" if cell.significant else "0"]
 
 
-def render_latex(board: Leaderboard) -> str:
-    """One ``table`` float per table (booktabs rules), its notes and provenance in small print below; with
-    intervals, a column that shows any is followed by its ``low`` and ``high`` columns."""
-    out = ["% iso-bench leaderboard; needs \\usepackage{booktabs}", ""]
-    for section in board.sections:
-        for table in section.tables:
-            body = _tabulate(table, "latex_raw", lambda s: f"\\textbf{{{s}}}", MINUS, latex_escape, "*",
-                             board.ci).splitlines()
-            rules = iter(("\\toprule", "\\midrule", "\\bottomrule"))
-            body = [next(rules) if line == "\\hline" else line for line in body]
-            caption = latex_escape(f"{section.title}: {table.title}")
-            out += ["\\begin{table}[ht]", "\\centering", "\\small", f"\\caption{{{caption}}}", *body, "",
-                    "\\smallskip", "\\footnotesize\\raggedright"]
-            out += [f"{latex_escape(n)}\\\\" for n in table.notes]
-            out += [f"\\textit{{{latex_escape(name)}}}: {'; '.join(_latex_value(name, v) for v in values)}\\\\"
-                    for name, values in table.provenance]
-            out += ["\\end{table}", ""]
-    return "\n".join(out).rstrip("\n") + "\n"
-
-
-def _latex_value(name: str, value: str) -> str:
-    if name == "command" and value.startswith("iso-bench"):
-        return f"\\texttt{{{latex_escape(value)}}}"
-    return latex_escape(value)
-
-
-RENDERERS: dict[str, Callable[[Leaderboard], str]] = {"markdown": render_markdown, "csv": render_csv,
-                                                      "latex": render_latex}
-
 # ------------------------------------------------------------------ the run summary of `iso-bench run`
 
 
 def format_summary(summary: Any) -> str:
     """A small plain table of main scores x 100, variants as rows (``summary``: a RunSummary, with ``.scores``
-    by variant model name and task, and ``.tasks``)."""
-    short = {name: name.rpartition("+")[2] for name in summary.scores}
-    headers = ["variant", *summary.tasks]
+    by variant model name and task, and ``.tasks``): first, for each group of ranked tasks of which two or more
+    ran, its unweighted mean (– where a task is missing) and that mean's difference from raw (of the shown,
+    rounded values); then each task."""
+    groups: dict[str, tuple[Group, list[str]]] = {}
+    for task in summary.tasks:
+        card = find_card(task)
+        if card is not None and card.group.ranked and card.group.mean:
+            groups.setdefault(card.group.key, (card.group, []))[1].append(task)
+    means = [(g, ts) for g, ts in sorted(groups.values(), key=lambda item: (item[0].order, item[0].key)) if len(ts) > 1]
+
+    def mean(row: Mapping[str, float | None], tasks: list[str]) -> float | None:
+        values = [v for v in (row.get(t) for t in tasks) if v is not None]
+        return round(100 * math.fsum(values) / len(tasks), 2) if len(values) == len(tasks) else None
+
+    raw = next((row for name, row in summary.scores.items() if name.rpartition("+")[2] == "raw"), None)
+    headers = ["variant", *(h for g, ts in means for h in (f"mean {g.mean} ({len(ts)} tasks)", "vs raw")),
+               *summary.tasks]
     rows = []
     for name, row in summary.scores.items():
-        rows.append([short[name], *[("–" if row.get(t) is None else f"{100 * row[t]:.2f}") for t in summary.tasks]])
+        cells = []
+        for _, tasks in means:
+            value, ref = mean(row, tasks), None if raw is None else mean(raw, tasks)
+            delta = "" if row is raw else MISSING if value is None or ref is None else format_delta(value - ref,
+                                                                                                   "percent")
+            cells += [MISSING if value is None else f"{value:.2f}", delta]
+        rows.append([name.rpartition("+")[2], *cells,
+                     *[(MISSING if row.get(t) is None else f"{100 * row[t]:.2f}") for t in summary.tasks]])
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 

@@ -43,8 +43,8 @@ class EncodeMissing:
             for n, kind in enumerate(kinds):  # the first kind's pass makes the others too; then what they lack
                 known = self._known(kind, keys)
                 items = list({k: (k, t, None) for k, t in zip(keys, chunk, strict=True) if k not in known}.values())
-                if n == 0:
-                    self.stats["reused"] += len(keys) - len(items)
+                if n == 0:  # the distinct texts of the chunk the cache holds already
+                    self.stats["reused"] += len(set(keys)) - len(items)
                 if items:
                     self._compute(kind, items, label, encode_kwargs, task, keep_tokens=keep, collect=False)
 

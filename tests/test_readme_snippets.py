@@ -1,0 +1,258 @@
+"""Every snippet and path of README.md and leaderboards/README.md works as written. The snippets are found
+wherever they sit (fenced code blocks), so the READMEs can be reorganised freely: the commands that can run here
+run (``iso-bench list``, every ``iso-bench run`` as a dry-run, ``iso-bench leaderboard``, ``iso-bench cache
+list``), the ``ResultCache`` snippets load the published results, and the rest is parsed (every ``iso-bench``
+command by the real parser; pip, Slurm, GPU and hub commands, Python and JSON); every repository and data path
+exists, and every results path matches the published results' layout."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import iso_bench.cli as cli
+from tests.report_helpers import small_case
+
+from .conftest import MINILM, SHARED_DATA
+
+ROOT = Path(__file__).resolve().parents[1]
+READMES = (ROOT / "README.md", ROOT / "leaderboards" / "README.md")
+PUBLISHED = ROOT / "leaderboards"
+SHELL = {"python3", "python", "pip", "export", "bash", "."}  # what else a bash block may run: parsed, not run
+
+
+@dataclass(frozen=True)
+class Block:
+    readme: Path
+    line: int
+    lang: str
+    text: str
+
+
+def blocks() -> list[Block]:
+    """Every fenced code block of the two READMEs, wherever it sits."""
+    out = []
+    for readme in READMES:
+        text = readme.read_text(encoding="utf-8")
+        for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
+            out.append(Block(readme, text[:m.start()].count("\n") + 1, m.group(1), m.group(2)))
+    return out
+
+
+def commands(block: Block) -> list[list[str]]:
+    """The commands of a bash block as argv lists: continuation lines joined, comments dropped, environment
+    assignments in front of a command left out."""
+    joined = re.sub(r"\\\n\s*", " ", block.text)
+    out = []
+    for line in joined.splitlines():
+        for part in re.split(r"\s&&\s", line):
+            argv = shlex.split(part, comments=True)
+            while argv and re.fullmatch(r"[A-Z_]+=\S*", argv[0]):
+                argv = argv[1:]
+            if argv:
+                out.append(argv)
+    return out
+
+
+def iso_bench_commands(readme: Path) -> list[list[str]]:
+    return [argv[1:] for b in blocks() if b.lang == "bash" and b.readme == readme for argv in commands(b)
+            if argv[0] == "iso-bench"]
+
+
+def test_every_snippet_is_a_kind_this_test_checks() -> None:
+    found = blocks()
+    assert {b.lang for b in found} <= {"bash", "python", "json", ""}, {b.lang for b in found}
+    assert sum(b.readme == READMES[1] for b in found) >= 2 and len(found) >= 10
+    for b in (b for b in found if b.lang == "bash"):
+        for argv in commands(b):
+            assert argv[0] == "iso-bench" or argv[0] in SHELL, (b.readme.name, b.line, argv)
+
+
+@pytest.fixture()
+def any_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--device cuda`` parses on a machine without a GPU too (the commands are for a GPU cluster)."""
+    monkeypatch.setattr(cli, "check_device", lambda device: device)
+
+
+def test_every_iso_bench_command_parses(any_device: None) -> None:
+    parser = cli.build_parser()
+    for readme in READMES:
+        for argv in iso_bench_commands(readme):
+            args = parser.parse_args([a.replace("DATA", str(SHARED_DATA)) for a in argv])
+            assert args.func is not None, argv
+
+
+def run_main(argv: list[str]) -> str:
+    """``iso-bench argv`` in this process: its standard output, after checking it succeeded."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(argv) == 0, argv
+    return out.getvalue()
+
+
+@pytest.fixture()
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working folder as the README assumes: ``../shared`` beside it, a results folder and a fit corpus file
+    (``wiki-sentences.txt``) of the user's own."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"{SHARED_DATA} is not available")
+    (tmp_path / "shared").symlink_to(SHARED_DATA.parent)
+    folder = tmp_path / "checkout"
+    small_case(folder / "results")
+    (folder / "wiki-sentences.txt").write_text("A sentence of Wikipedia.\nAnother one.\n", encoding="utf-8")
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("ISO_BENCH_DATA_DIR", raising=False)
+    (tmp_path / "vectors").mkdir()  # the raw-vector cache, empty
+    monkeypatch.setenv("ISO_BENCH_CACHE", str(tmp_path / "vectors"))
+    return folder
+
+
+def test_the_readme_commands_that_can_run_here_run(checkout: Path, any_device: None) -> None:
+    """list, every run as a dry-run (the plan: no model loaded, nothing written), the leaderboards of the
+    user's results folder, the cache listing; outliers and cache pruning parse only (a model, a real cache)."""
+    ran = []
+    for argv in iso_bench_commands(READMES[0]):
+        if argv[0] == "run":
+            out = run_main([*argv, *([] if "--dry-run" in argv else ["--dry-run"])])
+            assert out.startswith("plan: "), out
+        elif argv[0] in ("list", "leaderboard") or argv[:2] == ["cache", "list"]:
+            run_main(argv)
+        else:
+            continue
+        ran.append(argv[0])
+    assert ran.count("run") >= 8 and ran.count("leaderboard") >= 3 and "list" in ran, ran
+    assert (checkout / "leaderboard.md").is_file() and (checkout / "site" / "index.html").is_file()
+    assert (checkout / "leaderboard.tex").read_text().startswith("\\documentclass")
+
+
+def test_the_published_folders_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """leaderboards/README.md: the run as a dry-run finds the published results of all-MiniLM-L6-v2 without any
+    data; the two leaderboard commands, run in a copy, write the committed files byte for byte."""
+    from huggingface_hub import snapshot_download
+
+    argv = iso_bench_commands(READMES[1])
+    runs, boards = [a for a in argv if a[0] == "run"], [a for a in argv if a[0] == "leaderboard"]
+    assert len(runs) == 1 and len(boards) == 2
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("ISO_BENCH_DATA_DIR", raising=False)
+    try:
+        snapshot_download(MINILM, local_files_only=True)
+    except Exception:  # noqa: BLE001
+        pytest.skip(f"{MINILM} is not in the Hugging Face cache")
+    plan = run_main([*(a.replace("DATA", str(SHARED_DATA)) for a in runs[0]), "--dry-run"])
+    minilm = [line.split() for line in plan.splitlines() if line.startswith(MINILM)]
+    assert len(minilm) == 17 and sum(int(row[2].split("/")[0]) for row in minilm) == 337  # of 340: 3 failed
+    (tmp_path / "leaderboards").mkdir()
+    (tmp_path / "leaderboards" / "results").symlink_to(PUBLISHED / "results")
+    monkeypatch.chdir(tmp_path)
+    for board in boards:
+        run_main(board)
+    for name in ("leaderboard.md", "index.html"):
+        assert (tmp_path / "leaderboards" / name).read_bytes() == (PUBLISHED / name).read_bytes(), name
+
+
+def python_blocks() -> list[Block]:
+    return [b for b in blocks() if b.lang == "python"]
+
+
+def test_every_python_snippet_compiles_and_the_result_cache_ones_load_the_published_results(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    snippets = python_blocks()
+    for b in snippets:
+        compile(b.text, f"{b.readme.name}:{b.line}", "exec")
+    readers = [b for b in snippets if "ResultCache(" in b.text and "load_results(" in b.text]
+    assert {b.readme for b in readers} == set(READMES)
+    (tmp_path / "results").symlink_to(PUBLISHED)  # README.md reads the user's ./results: here, the published one
+    for b in readers:
+        monkeypatch.chdir(ROOT if b.readme == READMES[1] else tmp_path)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(b.text, f"{b.readme.name}:{b.line}", "exec"), {})  # noqa: S102 - the README's own code
+        printed = out.getvalue().splitlines()
+        if b.readme == READMES[1]:
+            assert printed == ["677"], printed  # every published result file
+        else:
+            assert len(printed) == 677 and all(re.match(r"sentence-transformers/all-\S+\+\S+ ", p) for p in printed)
+
+
+@pytest.mark.slow
+def test_the_get_model_snippet_runs(tmp_path: Path) -> None:
+    """README.md's ``mteb.get_model`` + ``mteb.evaluate`` example, as written, with mteb's result cache in a
+    temporary folder (``MTEB_CACHE``) and the data directory of the tests."""
+    (snippet,) = [b for b in python_blocks() if "mteb.get_model(" in b.text]
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"{SHARED_DATA} is not available")
+    env = {**os.environ, "MTEB_CACHE": str(tmp_path / "mteb"), "ISO_BENCH_DATA_DIR": str(SHARED_DATA),
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "datasets")}
+    code = snippet.text + "\nprint(result.task_results[0].get_score())\n"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 0.7 < float(done.stdout.splitlines()[-1]) < 0.9
+    assert list((tmp_path / "mteb").rglob("STSBenchmark.json"))  # written where mteb writes every result
+
+
+def test_the_json_and_shell_snippets_are_what_they_say() -> None:
+    for b in (b for b in blocks() if b.lang == "json"):
+        text = b.text.strip()
+        json.loads(text if text.startswith("{") else "{" + text + "}")
+    project = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = project.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    extras = set(re.findall(r"^([\w-]+)\s*=", section, re.M))
+    for b in (b for b in blocks() if b.lang == "bash"):
+        for argv in commands(b):
+            if argv[:3] == ["pip", "install", "-e"]:
+                assert set(re.search(r"\[(.*)\]", argv[3]).group(1).split(",")) <= extras, argv
+            if argv[0] == "bash":
+                script = ROOT / argv[1]
+                if SHARED_DATA.is_dir():
+                    assert script.is_file() and all(flag in script.read_text() for flag in argv[2:]), argv
+
+
+# ---- paths ------------------------------------------------------------------------------------------------
+RUNTIME = re.compile(r"^(~/|<cache>/|<results>/grid/|\./results$|\.\./shared$)")  # folders a run makes
+RESULTS = re.compile(r"^(DIR|\./results|results|<model>)")  # under a --results folder, or mteb's ResultCache
+
+
+def inline_paths(readme: Path) -> list[str]:
+    """The code spans outside the code blocks that are paths: a ``/`` and no space."""
+    text = re.sub(r"^```.*?^```", "", readme.read_text(encoding="utf-8"), flags=re.S | re.M)
+    spans = re.findall(r"`([^`\n]+)`", text)
+    return sorted({s for s in spans if "/" in s and " " not in s and not s.startswith(("--", "http"))})
+
+
+def published_glob(readme: Path, path: str) -> str:
+    """A documented results path as a glob over the published folder (a ``--results`` folder), ``<x>`` and
+    ``...`` matching anything. README.md names the ``--results`` folder first (``DIR``, ``./results``; a path
+    from ``<model>`` is under mteb's cache's ``results/``); leaderboards/README.md is in the published folder."""
+    if readme == READMES[0]:
+        path = "results/" + path if path.startswith("<model>") else re.sub(r"^(\./results|DIR|results)/", "", path)
+    return re.sub(r"<[^>]+>", "*", path).replace("...", "**")
+
+
+@pytest.mark.parametrize("readme", READMES, ids=["README", "leaderboards-README"])
+def test_every_path_exists_or_matches_the_published_layout(readme: Path) -> None:
+    checked = 0
+    for path in inline_paths(readme):
+        if RUNTIME.match(path) or re.fullmatch(r"[\w.-]+/[\w.-]+(\+[\w=.,-]+)?", path) and "+" in path or path in (
+                MINILM, "sentence-transformers/all-mpnet-base-v2"):
+            continue  # made by a run; a model or variant name
+        if RESULTS.match(path):
+            assert any(PUBLISHED.glob(published_glob(readme, path))), path  # as the published results lie
+        elif path.startswith("<dir>/"):
+            if SHARED_DATA.is_dir():
+                shown = path.replace("<dir>/", "").replace("{STS,SICK}", "STS")
+                assert any(SHARED_DATA.glob(re.sub(r"<[^>]+>", "*", shown))), path  # the data folder's layout
+        else:
+            assert (readme.parent / path).exists() or (ROOT / path).exists(), path  # a file of the repository
+        checked += 1
+    assert checked >= (10 if readme == READMES[0] else 3)
