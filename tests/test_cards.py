@@ -14,6 +14,7 @@ import pytest
 
 from iso_bench.kinds import Kind, kind_class
 from iso_bench.kinds.cards import CARDS, Group, TaskCard, cards, expand_tasks, suites
+from iso_bench.vectors.base import model_label
 
 ALL = [c.name for c in cards()]
 
@@ -99,8 +100,8 @@ KIND = ToyKind
 '''
 
 TOY_CARD = '''
-from iso_bench.kinds.cards import Group, TaskCard
-from iso_bench.data.sources import RawSource
+from iso_bench.cards import Group, TaskCard
+from iso_bench.data import RawSource
 
 CARD = TaskCard(
     name="Toy-Pairs", kind="toyplug.toy_kind", suite="toys", label="toy pairs (label)",
@@ -155,6 +156,7 @@ def test_a_new_kind_and_card_from_a_plugin_package(tmp_path: Path, tiny_bert_dir
     scores = json.loads(lines.split("SCORES ", 1)[1].splitlines()[0])
     # two of the three pairs are the same text twice (cosine 1); the third pair's texts differ
     assert {v: row["Toy-Pairs"] for v, row in scores.items()} == {
-        f"{tiny_bert_dir}+raw": pytest.approx(2 / 3), f"{tiny_bert_dir}+center": pytest.approx(2 / 3)}
+        f"{model_label(str(tiny_bert_dir))}+raw": pytest.approx(2 / 3),  # a folder by its name: local/tiny-bert0
+        f"{model_label(str(tiny_bert_dir))}+center": pytest.approx(2 / 3)}
     tables = json.loads(lines.split("TABLES ", 1)[1].splitlines()[0])
     assert any(title.startswith("toy group") and "toy pairs (label)" in labels for title, labels in tables), tables
