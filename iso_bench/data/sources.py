@@ -172,7 +172,8 @@ def use_source(task: Any, data_dir: str | Path | None = None) -> dict[str, Any]:
             if source.kind == "mirror":
                 raise mirror_load_error(repo, source.path, exc) from exc
             raise DataNotFoundError(not_found_message(repo, revision, data_dir, exc)) from exc
-    if source.rows is None and task.dataset is not None:  # what was read, by content: the same by any route
+    # what was read, by content: the same by any route
+    if source.rows is None and getattr(task, "dataset", None) is not None:
         splits = tuple(meta.eval_splits)
         source = replace(source, splits=splits, rows=rows_digest(task.dataset, splits))
         task._iso_bench_source = source
