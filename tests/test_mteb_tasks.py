@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from iso_bench.data.fit_corpus import normalised
 from iso_bench.files import texts_digest
 from tests.conftest import MINILM, SHARED_DATA
 
@@ -72,7 +73,11 @@ def test_fitted_variants_run_and_record_their_fit_corpora(banking) -> None:
     assert set(by_setup) == {"fit_corpus_task", "fit_corpus_train"}  # read from the mirror: no route in the setup
     task_fit, train_fit = by_setup["fit_corpus_task"], by_setup["fit_corpus_train"]
     assert (task_fit["n_texts"], task_fit["texts_sha256"]) == (3080, texts_digest(test_texts))
-    assert (train_fit["n_texts"], train_fit["texts_sha256"]) == (10003, texts_digest(train_texts))
+    # the training split held out from the evaluated texts: a train text equal to a test text is not fitted on
+    evaluated = {normalised(t) for t in test_texts}
+    held_out = [t for t in train_texts if normalised(t) not in evaluated]
+    assert 0 < train_fit["held_out_removed"] == len(train_texts) - len(held_out)
+    assert (train_fit["n_texts"], train_fit["texts_sha256"]) == (len(held_out), texts_digest(held_out))
     assert task_fit["splits"] == ["test"] and train_fit["splits"] == ["train"]
     cpca = _entry(_results(results, "cluster-pca", "Banking77Classification")[0])["iso_bench"]
     assert cpca["fit"]["n_texts"] == 3080 and cpca["fit"]["fits"][0]["level"] == "token"
@@ -94,8 +99,8 @@ def test_a_task_without_a_train_split_is_refused_before_any_encode(tmp_path, vec
     from iso_bench.data.fit_corpus import FitCorpusError
     from iso_bench.grid.runner import RunConfig, run
 
-    with pytest.raises(FitCorpusError, match="STSBenchmark"):
-        run(RunConfig(methods=["whiten"], tasks=["STSBenchmark"], fit_corpus="train", results_dir=tmp_path,
+    with pytest.raises(FitCorpusError, match="STS12"):  # its dataset has a test split only
+        run(RunConfig(methods=["whiten"], tasks=["STS12"], fit_corpus="train", results_dir=tmp_path,
                       cache_dir=tmp_path / "cache", data_dir=SHARED_DATA, progress=False))
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.npz"))
 

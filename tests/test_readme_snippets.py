@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import iso_bench.cli as cli
+import iso_bench.cli.arguments as cli_arguments
 from tests.report_helpers import small_case
 
 from .conftest import MINILM, SHARED_DATA
@@ -81,7 +82,7 @@ def test_every_snippet_is_a_kind_this_test_checks() -> None:
 @pytest.fixture()
 def any_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """``--device cuda`` parses on a machine without a GPU too (the commands are for a GPU cluster)."""
-    monkeypatch.setattr(cli, "check_device", lambda device: device)
+    monkeypatch.setattr(cli_arguments, "check_device", lambda device: device)  # where --device is parsed
 
 
 def test_every_iso_bench_command_parses(any_device: None) -> None:
@@ -219,7 +220,7 @@ def test_the_json_and_shell_snippets_are_what_they_say() -> None:
 
 
 # ---- paths ------------------------------------------------------------------------------------------------
-RUNTIME = re.compile(r"^(~/|<cache>/|<results>/grid/|\./results$|\.\./shared$)")  # folders a run makes
+RUNTIME = re.compile(r"^(~/|<cache>/|<results>/grid/|\./results$|\.\./shared$|submission/)")  # folders a run makes
 RESULTS = re.compile(r"^(DIR|\./results|results|<model>)")  # under a --results folder, or mteb's ResultCache
 
 

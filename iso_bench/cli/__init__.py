@@ -30,7 +30,8 @@ from iso_bench.checks import check_results_dir, set_threads
 from iso_bench.cli.arguments import device_name, method_spec, positive_int, seconds  # noqa: F401 - named here too
 from iso_bench.cli.console import Terminated, console, terminate_as_interrupt
 from iso_bench.cli.submission import add_submission
-from iso_bench.data.fit_corpus import outlier_corpus
+from iso_bench.data.fit_corpus import read_text_file, task_texts
+from iso_bench.data.sources import get_task
 from iso_bench.export import export
 from iso_bench.files import remove_empty_folders, written_to
 from iso_bench.grid.engines import make_engine
@@ -316,6 +317,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     else:
         print("wrote " + ", ".join(map(written_to, written)), file=sys.stderr)  # a symlink: through to its target
     return 0
+
+
+def outlier_corpus(corpus: str, data_dir: str | None = None) -> tuple[list[str], str]:
+    """The texts of ``iso-bench outliers --corpus`` (a text file, one text per line, or an mteb task's test
+    sentences) and how the report names them."""
+    if Path(corpus).is_file():
+        return read_text_file(corpus), f"file {Path(corpus).name}"
+    return task_texts(get_task(corpus, data_dir)), f"{corpus} test sentences"
 
 
 def cmd_outliers(args: argparse.Namespace) -> int:

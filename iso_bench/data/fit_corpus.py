@@ -447,11 +447,3 @@ def held_out(corpus: FitCorpus, task: Any) -> FitCorpus:
     record = {**corpus.record, "held_out_from": task.metadata.name, "held_out_removed": len(corpus.texts) - len(kept),
               "held_out_rule": HELD_OUT_RULE}
     return FitCorpus(f"{corpus.key}-held-out:{task.metadata.name}", kept, record, tuple(groups), corpus.task_metadata)
-
-
-def outlier_corpus(corpus: str, data_dir: str | None = None) -> tuple[list[str], str]:
-    """The texts of ``iso-bench outliers --corpus`` (a text file, one text per line, or an mteb task's test
-    sentences) and how the report names them."""
-    if Path(corpus).is_file():
-        return read_text_file(corpus), f"file {Path(corpus).name}"
-    return task_texts(get_task(corpus, data_dir)), f"{corpus} test sentences"

@@ -29,7 +29,6 @@ from iso_bench.methods.base import (
     Method,
     MethodError,
     NotFittedError,
-    canonical_spec,
     make_method,
     method_names,
     parse_spec,
@@ -47,6 +46,7 @@ def _discover() -> None:
 _discover()
 
 from iso_bench.methods.contract import check_method, method_checks  # noqa: E402 - after the methods it checks
+from iso_bench.methods.naming import canonical_spec  # noqa: E402
 
 __all__ = ["METHODS", "Method", "MethodError", "NotFittedError", "canonical_spec", "check_method", "make_method",
            "method_checks", "method_names", "parse_spec", "register"]

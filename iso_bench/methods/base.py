@@ -9,10 +9,9 @@ n_directions=12)``, ``clip-dims=308,381`` gives explicit dimensions.
 Parameters are checked in two stages, so that a bad spec is refused before any vector is computed:
 :meth:`Method.check` with ``dim=None`` refuses what is wrong for every model (``cluster-pca-0``, a negative
 count, an unknown algorithm, a number that is not finite such as ``whiten-eps=inf``; :func:`make_method` runs
-it when a spec is parsed), and ``check(dim)`` what
-is wrong for ``dim``-d vectors (``abtt-999999`` on a 384-d model; a caller that knows the model's
-dimension can run it before encoding). ``fit`` runs ``check`` on the dimension of its input, then refuses
-fewer vectors than :meth:`Method.min_vectors`: the fewest from which the method's estimate exists.
+it when a spec is parsed), and ``check(dim)`` what is wrong for ``dim``-d vectors (``abtt-999999`` on a 384-d
+model; a caller that knows the model's dimension can run it before encoding). ``fit`` runs ``check`` on the
+dimension of its input, then refuses fewer vectors than :meth:`Method.min_vectors` (the fewest it needs).
 """
 
 from __future__ import annotations
@@ -449,15 +448,3 @@ def make_method(spec: str) -> tuple[Method, str]:
     method = cls(**params)
     method.check(None)
     return method, level
-
-
-def canonical_spec(spec: str) -> str:
-    """The spec a variant is named by: the method's own spec (parameters that differ from the defaults, in a
-    fixed order), with ``-level=...`` when the level is not the method's default. A run's seed is not part of
-    it (it is part of the setup); a seed the spec itself sets stays in it.
-
-    >>> canonical_spec("whiten-n_components=256"), canonical_spec("center-level=token")
-    ('whiten-256', 'center-level=token')
-    """
-    method, level = make_method(spec)
-    return method.spec + (f"-level={level}" if level != type(method).default_level else "")
