@@ -3,7 +3,7 @@
 A :class:`VariantEncoder` reads raw vectors from a shared :class:`~iso_bench.vectors.store.EmbeddingStore`
 (so N variants cost one encode), fits its method once per fit corpus, and returns transformed vectors.
 It never fits on whatever batch ``encode`` receives, and it never looks a task up: it is handed a
-:class:`~iso_bench.data.fit_corpus.CorpusProvider` that turns the task being evaluated into its fit corpus
+:class:`~iso_bench.data.provider.CorpusProvider` that turns the task being evaluated into its fit corpus
 (``"task"``: the task's own unlabeled texts, the papers' transductive "target" setting; or a text file).
 Every fit is recorded in :attr:`VariantEncoder.fit_records` (corpus, size, SHA-256, seed), which the
 runner writes into each result file.
@@ -27,8 +27,10 @@ from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
 from iso_bench._version import __version__
 from iso_bench.checks import one_blas_thread
-from iso_bench.data.fit_corpus import FIT_BUDGET, FIT_BUDGET_ENV, CorpusProvider, fit_budget  # noqa: F401 - named here too
+from iso_bench.data.fit_corpus import FIT_BUDGET, FIT_BUDGET_ENV, fit_budget  # noqa: F401 - named here too
+from iso_bench.data.provider import CorpusProvider
 from iso_bench.files import cache_not_written, folder_checksum, texts_digest
+from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import Method, MethodError, canonical_spec, make_method
 from iso_bench.methods.base import fitting_on
 from iso_bench.numerics import linalg
@@ -74,7 +76,8 @@ class _Variant:
         self.method_spec = method
         self.seed = seed
         self._prototype, self.level = self._new_method(method)
-        self.corpus = corpus if isinstance(corpus, CorpusProvider) else CorpusProvider(corpus, data_dir=data_dir)
+        self.corpus = corpus if isinstance(corpus, CorpusProvider) else CorpusProvider(
+            corpus, data_dir=data_dir, held_out_sources=held_out_sources())
         self._fitted: dict[str, Method] = {}
         self._by_task: dict[tuple[str | None, str], Method] = {}  # (task name, level) -> its fitted method
         self.fit_records: dict[str, dict[str, Any]] = {}

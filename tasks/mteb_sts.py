@@ -9,5 +9,9 @@ from iso_bench.kinds.cards import TaskCard
 _SIZES = {"STS12": 3108, "STS13": 1500, "STS14": 3750, "STS15": 3000, "STS16": 1186, "STSBenchmark": 1379,
           "SICK-R": 9927}
 
-CARDS = [TaskCard(name=name, kind="mteb", suite="mteb-sts", group=MTEB_STS, size=f"{n:,} test pairs")
+_TRAIN = {"STSBenchmark": 5749}  # the datasets with a training split (the held-out setting fits on it)
+
+CARDS = [TaskCard(name=name, kind="mteb", suite="mteb-sts", group=MTEB_STS,
+                  size=f"{n:,} test pairs" + (f", train {_TRAIN[name]:,}" if name in _TRAIN else ""),
+                  held_out="train" if name in _TRAIN else "semcor")
          for name, n in _SIZES.items()]

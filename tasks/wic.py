@@ -6,6 +6,7 @@ from iso_bench.data import RawSource
 from iso_bench.kinds.cards import TaskCard
 
 CARD = TaskCard(
+    held_out="train",  # the held-out setting fits on its training split
     name="WiC",
     kind="wic",
     suite="word",

@@ -1,5 +1,5 @@
-"""iso-bench v1: a named benchmark version, registered with mteb, recorded in every result, printed on the
-leaderboard with the citation to use."""
+"""iso-bench v2 (and v1, frozen): a named benchmark version, registered with mteb, recorded in every result,
+printed on the leaderboard with the citation to use."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import subprocess
 import sys
 import types
 
-from iso_bench.results.benchmark import NAME, bibtex, definition, definition_sha256, result_record
+from iso_bench.results.benchmark import DEFAULT_METHODS, NAME, V1, bibtex, definition, definition_sha256, result_record
+
+V1_SHA256 = "853d756f7d4b9dc7242d806b5eb0ebf3c06d76bbc67d28b991df3638903ba9fa"  # as the v1 boards print it
 
 
 def test_importing_iso_bench_loads_no_mteb_and_mteb_then_knows_the_benchmark() -> None:
@@ -35,11 +37,26 @@ def test_the_definition_names_tasks_main_scores_protocol_and_resolved_method_def
     by_task = {t["task"]: t for t in d["tasks"]}
     assert by_task["STSBenchmark"]["main_score"] == "cosine Spearman" and by_task["STSBenchmark"]["ranked"]
     assert not by_task["Isotropy-STSB"]["ranked"]  # diagnostics: never ranked
-    assert d["fit_corpus"] == "task" and d["resamples"] == 1000
+    assert d["fit_corpora"] == ["task", "held-out"] and d["resamples"] == 1000
+    assert by_task["STSBenchmark"]["held_out"] == "train" and by_task["STS12"]["held_out"] == "semcor"
+    assert {"Banking77Classification", "SciFact"} <= set(by_task) and by_task["SciFact"]["ranked"]
+    assert d["methods"]["mean-proj"] == {"method": "mean-proj", "level": "sentence", "params": {}}
     assert d["methods"]["whiten-256"] == {"method": "whiten", "level": "sentence",
                                           "params": {"n_components": 256, "eps": 0.0}}
     assert d["methods"]["cluster-pca"]["level"] == "token" and d["methods"]["cluster-pca"]["params"]["n_clusters"] == 27
     assert len(definition_sha256()) == 64 and definition_sha256()[:12] in bibtex()
+
+
+def test_v1_is_frozen_whatever_the_cards_and_default_methods_now_say() -> None:
+    """v1 had neither mean-proj nor Banking77/SciFact nor the held-out setting; its definition is data, so its
+    SHA-256 is the one its boards and results record, while v2's is computed from today's cards and methods."""
+    v1 = definition(V1)
+    assert definition_sha256(V1) == V1_SHA256 and v1["name"] == V1 and v1["fit_corpus"] == "task"
+    assert "mean-proj" not in v1["methods"] and "mean-proj" in DEFAULT_METHODS
+    assert "SciFact" not in {t["task"] for t in v1["tasks"]} and len(v1["tasks"]) == 17
+    assert definition_sha256() != V1_SHA256 and "v2" in bibtex() and V1_SHA256[:12] in bibtex(V1)
+    v1["name"] = "changed"  # a copy: the frozen definition cannot be changed through it
+    assert definition_sha256(V1) == V1_SHA256
 
 
 def test_a_result_conforms_only_with_the_benchmarks_method_fit_corpus_and_resamples() -> None:
@@ -48,6 +65,7 @@ def test_a_result_conforms_only_with_the_benchmarks_method_fit_corpus_and_resamp
     assert result_record("whiten-eps=0.1", "task", 1000)["differs"] == ["method parameters"]
     assert result_record("whiten-level=token", "task", 1000)["differs"] == ["method parameters"]
     assert result_record("whiten", "train", 200)["differs"] == ["fit corpus", "resamples"]
+    assert result_record("whiten", "held-out", 1000)["conforms"]  # v2's second setting
 
 
 def test_results_record_the_benchmark_and_the_leaderboard_counts_them(keyword_variant) -> None:

@@ -85,6 +85,7 @@ def test_list_is_plain_text_marks_the_defaults_and_names_mteb_benchmarks(capsys:
     assert main(["list", "--benchmarks"]) == 0
     every = capsys.readouterr().out.splitlines()
     assert '  "MTEB(eng, v2)"  (41 tasks)' in every and '  "iso-bench v1"  (17 tasks)' in every
+    assert '  "iso-bench v2"  (19 tasks)' in every
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,7 @@ def test_task_texts_of_a_selected_dataset_follow_its_rows_not_the_table() -> Non
 
 
 def test_a_sampled_fit_corpus_is_seeded_ordered_and_recorded() -> None:
-    from iso_bench.data.fit_corpus import CorpusProvider
+    from iso_bench.data.provider import CorpusProvider
 
     words = [f"text {i}" for i in range(40)]
     task = _task(datasets.Dataset.from_dict({"sentence1": words[:20], "sentence2": words[20:], "score": [1.0] * 20}))

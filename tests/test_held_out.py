@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from iso_bench.data.fit_corpus import CorpusProvider, FitCorpusError, normalised
+from iso_bench.data.fit_corpus import FitCorpusError
+from iso_bench.data.provider import CorpusProvider, normalised
 from tests.conftest import SHARED_DATA
 
 
@@ -24,6 +25,44 @@ class _Task:
 
     def fit_texts(self) -> list[str]:
         return list(self._texts)
+
+
+class _TrainedTask(_Task):
+    """A task with a training split (iso-bench's ``train_texts`` protocol)."""
+
+    def __init__(self, name: str, texts: list[str], train: list[str]) -> None:
+        super().__init__(name, texts)
+        self._train = train
+
+    def train_texts(self) -> list[str]:
+        return list(self._train)
+
+
+def test_the_held_out_setting_fits_on_the_training_split_else_on_semcor_held_out_either_way() -> None:
+    """``held-out``: a task its card says has a training split fits on it; one without fits on the named corpus
+    (SemCor: WSD-ALL's training split). Both lose the texts the evaluated task holds (planted overlaps), and the
+    record names the setting, the source and the count."""
+    semcor = _TrainedTask("WSD-ALL", ["x"], ["The jury said .", "a man is playing a guitar", "It rained ."])
+    sts = _Task("STS12", ["A man is playing a guitar!", "unrelated"])
+    stsb = _TrainedTask("STSBenchmark", ["a cat sits"], ["A cat sits .", "a dog runs"])
+    tasks = {"WSD-ALL": semcor, "STS12": sts, "STSBenchmark": stsb}
+    provider = CorpusProvider("held-out", tasks, held_out_sources={"STS12": "semcor", "STSBenchmark": "train",
+                                                                   "WSD-ALL": "train"})
+    on_semcor = provider("STS12")
+    assert on_semcor.texts == ("The jury said .", "It rained .")
+    assert on_semcor.record["fit_corpus"] == "held-out" and on_semcor.record["source"] == "train"
+    assert on_semcor.record["source_task"] == "WSD-ALL" and on_semcor.record["corpus"] == "semcor"
+    assert on_semcor.record["held_out_from"] == "STS12" and on_semcor.record["held_out_removed"] == 1
+    assert on_semcor.label == "semcor (the training split of WSD-ALL)"
+    on_train = provider("STSBenchmark")
+    assert on_train.texts == ("a dog runs",) and on_train.record["source_task"] == "STSBenchmark"
+    assert on_train.record["held_out_removed"] == 1 and on_train.key == "held-out:STSBenchmark"
+    undeclared = CorpusProvider("held-out", tasks)("STS12")  # no card: no training split found, so SemCor
+    assert undeclared.texts == on_semcor.texts
+    with pytest.raises(FitCorpusError, match="no training split"):  # a card that declares one it lacks
+        CorpusProvider("held-out", tasks, held_out_sources={"STS12": "train"})("STS12")
+    with pytest.raises(FitCorpusError, match="no training split"):  # and the train setting never falls back
+        CorpusProvider("train", tasks)("STS12")
 
 
 def test_a_file_corpus_loses_the_texts_the_task_evaluates(tmp_path: Path) -> None:

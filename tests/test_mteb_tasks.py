@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from iso_bench.data.fit_corpus import normalised
+from iso_bench.data.provider import normalised
 from iso_bench.files import texts_digest
 from tests.conftest import MINILM, SHARED_DATA
 

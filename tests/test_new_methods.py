@@ -132,7 +132,7 @@ def test_uniform_weights_without_token_types_or_with_too_few_are_refused() -> No
 
 def test_a_token_level_fit_counts_the_tokenizer_types_of_the_fit_corpus(tiny_backbone, tmp_path) -> None:
     """Through the encoder: the types are the tokenizer's ids of the fit corpus's tokens, counted there."""
-    from iso_bench.data.fit_corpus import CorpusProvider
+    from iso_bench.data.provider import CorpusProvider
     from iso_bench.encoder import VariantEncoder
     from iso_bench.vectors.store import EmbeddingStore
 

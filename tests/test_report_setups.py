@@ -68,11 +68,11 @@ def test_two_fit_corpora_are_two_rows_never_averaged(tmp_path: Path) -> None:
     board = build_leaderboard(results)
     assert board.n_files == 6
     assert table_head(tmp_path) == """\
-| variant                      |         STS12 |   STSBenchmark |   mean MTEB-STS (2 tasks, cosine Spearman) |
-|:-----------------------------|--------------:|---------------:|-------------------------------------------:|
-| raw                          |     **70.00** |      **80.00** |                                  **75.00** |
-| whiten [fit_corpus=task]     | 66.00 (−4.00) |  78.00 (−2.00) |                              72.00 (−3.00) |
-| whiten [fit_corpus=wiki.txt] | 68.00 (−2.00) |  79.00 (−1.00) |                              73.50 (−1.50) |
+| variant                       |         STS12 |   STSBenchmark |   mean MTEB-STS (2 tasks, cosine Spearman) |
+|:------------------------------|--------------:|---------------:|-------------------------------------------:|
+| raw                           |     **70.00** |      **80.00** |                                  **75.00** |
+| whiten [fitted on test texts] | 66.00 (−4.00) |  78.00 (−2.00) |                              72.00 (−3.00) |
+| whiten [fitted on wiki.txt]   | 68.00 (−2.00) |  79.00 (−1.00) |                              73.50 (−1.50) |
 
 - Main score × 100 (cosine Spearman), two decimals; (+d) / (−d) = difference from raw, computed from the rounded \
 values; bold = best in its column (ties: all bold).
@@ -102,9 +102,9 @@ def test_a_plain_folder_is_its_own_setup(tmp_path: Path) -> None:
     assert {(r.variant, r.experiment, json.dumps(r.setup)) for r in read_results(tmp_path)} == {
         ("raw", "", "{}"), ("whiten", "", "{}"), ("whiten", "fit_corpus_task", '{"fit_corpus": "task"}')}
     assert table_head(tmp_path).splitlines()[2:5] == [
-        "| raw                        |     **70.00** |      **80.00** |                                  **75.00** |",
-        "| whiten [no setup recorded] | 66.00 (−4.00) |  78.00 (−2.00) |                              72.00 (−3.00) |",
-        "| whiten [fit_corpus=task]   | 67.00 (−3.00) |  78.00 (−2.00) |                              72.50 (−2.50) |"]
+        "| raw                           |     **70.00** |      **80.00** |" + " " * 34 + "**75.00** |",
+        "| whiten [no setup recorded]    | 66.00 (−4.00) |  78.00 (−2.00) |" + " " * 30 + "72.00 (−3.00) |",
+        "| whiten [fitted on test texts] | 67.00 (−3.00) |  78.00 (−2.00) |" + " " * 30 + "72.50 (−2.50) |"]
 
 
 def test_seeds_are_rows_of_their_own(tmp_path: Path) -> None:
@@ -164,10 +164,11 @@ def test_csv_and_plot_carry_the_row_labels(tmp_path: Path) -> None:
         write_result(tmp_path, "org/alpha", variant, "Isotropy-STSB", iso, metrics={"sentence_isoscore": iso},
                      setup=setup)
     board = build_leaderboard(read_results(tmp_path))
-    assert ",whiten [fit_corpus=train],,STS12,68.00,-2.00,0" in render_csv(board)
+    assert ",whiten [fitted on the training split],,STS12,68.00,-2.00,0" in render_csv(board)
     plot = plot_data(board.sections[0])
     assert plot is not None and plot.series[0][1] == (
-        ("raw", 0.3, 75.0), ("whiten [fit_corpus=task]", 0.9, 72.0), ("whiten [fit_corpus=train]", 0.8, 73.5))
+        ("raw", 0.3, 75.0), ("whiten [fitted on test texts]", 0.9, 72.0),
+        ("whiten [fitted on the training split]", 0.8, 73.5))
 
 
 def test_train_corpus_and_sample_are_cited(tmp_path: Path) -> None:
@@ -210,9 +211,10 @@ def test_labels_and_raw_reference() -> None:
     task, train, seed1 = (setup_key(s) for s in ({"fit_corpus": "task", "seed": 0}, {"fit_corpus": "train", "seed": 0},
                                                  {"fit_corpus": "task", "seed": 1}))
     assert setup_labels([task]) == {task: ""}
-    assert setup_labels([task, train, seed1]) == {task: "fit_corpus=task, seed=0", train: "fit_corpus=train, seed=0",
-                                                  seed1: "fit_corpus=task, seed=1"}
-    assert setup_labels([(), task]) == {(): "no setup recorded", task: "fit_corpus=task, seed=0"}
+    assert setup_labels([task, train, seed1]) == {task: "fitted on test texts, seed=0",
+                                                  train: "fitted on the training split, seed=0",
+                                                  seed1: "fitted on test texts, seed=1"}
+    assert setup_labels([(), task]) == {(): "no setup recorded", task: "fitted on test texts, seed=0"}
     layer = setup_key({"layer": 6})
     assert setup_labels([(), layer]) == {(): "layer=default", layer: "layer=6"}
     assert raw_reference(train, [(), layer]) == ()
@@ -222,9 +224,10 @@ def test_labels_and_raw_reference() -> None:
     # a file fit corpus is told by its name; by its digest only where two files share a name
     named = [setup_key({"fit_corpus": n, "fit_corpus_sha256": d}) for n, d in (("a.txt", "1"), ("b.txt", "2"))]
     assert list(setup_labels([setup_key({"fit_corpus": "task"}), *named]).values()) == [
-        "fit_corpus=task", "fit_corpus=a.txt", "fit_corpus=b.txt"]
+        "fitted on test texts", "fitted on a.txt", "fitted on b.txt"]
     same = [setup_key({"fit_corpus": "a.txt", "fit_corpus_sha256": d}) for d in ("1", "2")]
-    assert list(setup_labels(same).values()) == ["fit_corpus_sha256=1", "fit_corpus_sha256=2"]
+    assert list(setup_labels(same).values()) == ["fitted on a.txt, fit_corpus_sha256=1",
+                                                 "fitted on a.txt, fit_corpus_sha256=2"]
 
 
 def readme_snippet() -> str:

@@ -152,7 +152,7 @@ def test_a_token_level_fit_over_its_budget_streams_every_text_or_samples(tmp_pat
 
 
 def test_a_fit_corpus_over_the_budget_is_not_kept_between_fits(tmp_path, monkeypatch) -> None:
-    from iso_bench.data.fit_corpus import CorpusProvider
+    from iso_bench.data.provider import CorpusProvider
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(_texts(60)) + "\n", encoding="utf-8")

@@ -154,10 +154,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--threads", type=positive_int, metavar="N",
                      help="CPU threads for torch (env ISO_BENCH_THREADS; default: the CPUs not already busy, from "
                      "the load average); recorded with the results, does not change them")
-    run.add_argument("--fit-corpus", default="task", metavar="task|train|FILE",
+    run.add_argument("--fit-corpus", default="task", metavar="task|held-out|train|FILE",
                      help="what fitted methods fit on: 'task' (the evaluated split's unlabeled texts, the papers' "
-                     "transductive setting; default), 'train' (the task's training split, where it has one), or a "
-                     "text file, one text per line")
+                     "transductive setting; default), 'held-out' (the deployment setting: the task's training split "
+                     "where the dataset has one, else SemCor's sentences; `iso-bench list` says which), 'train' (the "
+                     "task's training split, an error where it has none), or a text file, one text per line. Every "
+                     "corpus but 'task' is held out: texts equal to an evaluated text are removed, and counted")
     run.add_argument("--fit-sample", type=positive_int, metavar="N",
                      help="fit on a seeded sample of N texts of the fit corpus (huge corpora); recorded")
     run.add_argument("--fit-budget", type=positive_int, metavar="N",

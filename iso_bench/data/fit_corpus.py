@@ -20,22 +20,29 @@ Example:
 from __future__ import annotations
 
 import os
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iso_bench.data.sources import get_task
 from iso_bench.files import read_lines, texts_digest
 from iso_bench.registry import IsoBenchError
 
 TASK = "task"
 TRAIN = "train"
-SETTINGS = (TASK, TRAIN)  # besides a text file
+HELD_OUT = "held-out"  # the training split where the task has one, else a named held-out corpus
+SETTINGS = (TASK, TRAIN, HELD_OUT)  # besides a text file
+SETTING_WORDS = {TASK: "fitted on test texts", HELD_OUT: "fitted on held-out texts",
+                 TRAIN: "fitted on the training split"}
+"""Each setting as a board labels it: a reader never ranks the two settings together without these words."""
+
 
 class FitCorpusError(IsoBenchError, ValueError):
     """The fit corpus of a fitted method cannot be read or is unusable; the message names it."""
+
+
+class NoTrainingSplit(FitCorpusError):
+    """The task's dataset has no training split (the held-out setting then fits on a named corpus)."""
 
 
 FIT_BUDGET_ENV = "ISO_BENCH_FIT_BUDGET"
@@ -123,8 +130,12 @@ class FitCorpus:
         'file wiki.txt, a sample of 2 texts'
         """
         which, task = self.record.get("fit_corpus"), self.record.get("task")
+        if which == HELD_OUT:
+            which, task = self.record.get("source"), self.record.get("source_task") or task
         text = {TASK: f"{task}", TRAIN: f"the training split of {task}"}.get(str(which)) if task else None
         text = text or f"file {Path(str(self.record.get('path') or self.key)).name}"
+        if self.record.get("corpus"):  # a named corpus: semcor (the training split of WSD-ALL)
+            text = f"{self.record['corpus']} ({text})"
         return text + (f", a sample of {len(self.texts)} texts" if self.record.get("sample") is not None else "")
 
     def describe(self) -> str:
@@ -201,14 +212,19 @@ def task_text_groups(task: Any, which: str = TASK) -> list[tuple[str | None, lis
         task.load_data()
     name = task.metadata.name
     if hasattr(task, "fit_texts"):  # an iso-bench task
-        if which != TASK:
-            raise FitCorpusError(f"task {name!r} has no training split to fit on; use --fit-corpus task or a file")
-        return [(None, list(task.fit_texts()))]
+        if which == TASK:
+            return [(None, list(task.fit_texts()))]
+        train = task.train_texts() if hasattr(task, "train_texts") else None
+        if not train:
+            raise NoTrainingSplit(f"task {name!r} has no training split to fit on; use --fit-corpus task, "
+                                  "held-out or a file")
+        return [(None, list(train))]
     reader = _reader(task, which)
     if reader is None:
         what = "training split" if which != TASK else "texts iso-bench knows how to read"
-        raise FitCorpusError(f"task {name!r} ({task.metadata.type}) has no {what}; use --fit-corpus task or a "
-                             "text file with one text per line")
+        error = NoTrainingSplit if which != TASK else FitCorpusError
+        raise error(f"task {name!r} ({task.metadata.type}) has no {what}; use --fit-corpus task, held-out or a "
+                    "text file with one text per line")
     groups: dict[str | None, list[str]] = {}
     # a parallel bitext task keeps one table per split, a column per language, for all its subsets
     subsets = ["default"] if getattr(task, "parallel_subsets", False) else (task.hf_subsets or ["default"])
@@ -300,15 +316,27 @@ def _pair_train_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]
     else:
         path, revision = task.metadata.dataset["path"], task.metadata.dataset.get("revision")
         local = Path(str(path)).is_dir()
+        if local and not _has_split_file(Path(str(path)), TRAIN):
+            raise NoTrainingSplit(f"task {task.metadata.name!r} has no training split in {path}; use --fit-corpus "
+                                  "task, held-out or a text file with one text per line")
         try:
             part = datasets.load_dataset(str(path), revision=None if local else revision, split=TRAIN)
-        except Exception as exc:  # noqa: BLE001 - "no such split" comes as several exception types
-            raise FitCorpusError(f"task {task.metadata.name!r} has no training split in {path} ({exc}); use "
-                                 "--fit-corpus task or a text file with one text per line") from None
+        except ValueError as exc:  # datasets' "Unknown split"
+            raise NoTrainingSplit(f"task {task.metadata.name!r} has no training split in {path} ({exc}); use "
+                                  "--fit-corpus task, held-out or a text file with one text per line") from None
+        except Exception as exc:  # noqa: BLE001 - a hub or file error: the split may exist but cannot be read
+            raise FitCorpusError(f"task {task.metadata.name!r}: its training split in {path} cannot be read ({exc}); "
+                                 "check the data folder or the hub cache") from None
     columns = [c for c in ("sentence1", "sentence2") if c in part.column_names]
     if not columns:
         raise FitCorpusError(f"task {task.metadata.name!r}: its training split has no sentence1/sentence2 columns")
     return [(None, [t for c in columns for t in _strings(_column(part, c))])]
+
+
+def _has_split_file(folder: Path, split: str) -> bool:
+    """Whether a dataset folder (a hub mirror) holds a file of ``split``: ``train.jsonl.gz``,
+    ``data/train-00000-of-00001.parquet`` and the like."""
+    return any(p.name.split(".")[0].split("-")[0] == split for p in folder.rglob(f"{split}*") if p.is_file())
 
 
 def _pair_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
@@ -341,109 +369,3 @@ def _summary_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
 
 def _column_texts(task: Any, data: Any) -> list[tuple[str | None, list[str]]]:
     return [(None, _strings(_column(data[split], task.input_column_name))) for split in task.metadata.eval_splits]
-
-
-class CorpusProvider:
-    """Turns the task being evaluated into the fit corpus of one setting.
-
-    ``setting`` is ``"task"`` (the evaluated task's own texts), ``"train"`` (its training split) or the path
-    of a text file; ``sample`` fits on a seeded sample of that many texts (huge corpora), ``seed`` seeds it.
-    ``tasks`` are loaded tasks by name (the runner's); a task not among them is loaded here, from ``data_dir``.
-    ``budget``: the fit budget; a corpus of more texts is built again each time it is asked for (see
-    :meth:`__call__`).
-
-    Example:
-        >>> provider = CorpusProvider("task", {"T": loaded_task})          # doctest: +SKIP
-        >>> provider("T").key                                               # doctest: +SKIP
-        'task:T'
-    """
-
-    def __init__(self, setting: str = TASK, tasks: Mapping[str, Any] | None = None,
-                 data_dir: str | Path | None = None, *, sample: int | None = None, seed: int = 0,
-                 budget: int | None = None) -> None:
-        if sample is not None and sample < 2:
-            raise FitCorpusError(f"a fit corpus sample needs at least 2 texts, got {sample}")
-        self.setting = setting
-        self.data_dir = data_dir
-        self.sample = sample
-        self.seed = seed
-        self._tasks: dict[str, Any] = dict(tasks or {})
-        self._corpora: dict[str, FitCorpus] = {}
-        self.budget = budget  # the fit budget (--fit-budget); None: $ISO_BENCH_FIT_BUDGET or the default
-
-    @property
-    def is_file(self) -> bool:
-        return self.setting not in SETTINGS
-
-    def add_tasks(self, tasks: Iterable[Any]) -> None:
-        """Make loaded tasks known, so that their corpora are read from them (not loaded again)."""
-        for task in tasks:
-            self._tasks.setdefault(task.metadata.name, task)
-
-    def check(self, tasks: Iterable[Any] = ()) -> None:
-        """Build the corpora of ``tasks`` (or read the file) now, so that a bad input fails before any work."""
-        if self.is_file:
-            self(None)
-        for task in tasks:
-            self(task.metadata.name)
-
-    def __call__(self, task_name: str | None) -> FitCorpus:
-        """The fit corpus for ``task_name``. One of at most the fit budget's texts (every STS, WiC and WSD
-        task's) is built once and kept; a larger one (a retrieval corpus of millions of documents) is built
-        again each time it is asked for, once per variant, rather than holding its texts as Python strings
-        through the whole run."""
-        key = f"file:{self.setting}:{task_name}" if self.is_file else f"{self.setting}:{task_name}"
-        corpus = self._corpora.get(key)
-        if corpus is None:
-            corpus = self._build(task_name)
-            if len(corpus.texts) <= (fit_budget() if self.budget is None else self.budget):
-                self._corpora[key] = corpus
-        return corpus
-
-    def _build(self, task_name: str | None) -> FitCorpus:
-        if self.is_file:
-            corpus = FitCorpus.from_file(self.setting)
-            if task_name is not None:
-                corpus = held_out(corpus, self._task(task_name))
-            if self.sample is None:
-                return corpus
-            groups, record = _sample([(None, list(corpus.texts))], self.sample, self.seed, dict(corpus.record))
-            return FitCorpus(f"{corpus.key}@{self.sample}", tuple(groups[0][1]), record)
-        if task_name is None:
-            raise FitCorpusError(f"fit corpus {self.setting!r} needs the task being evaluated; pass a task or a "
-                                 "fit corpus file")
-        task = self._task(task_name)
-        corpus = FitCorpus.from_task(task, self.setting, sample=self.sample, seed=self.seed)
-        return corpus if self.setting == TASK else held_out(corpus, task)
-
-    def _task(self, task_name: str) -> Any:
-        task = self._tasks.get(task_name)
-        if task is None:
-            task = self._tasks[task_name] = get_task(task_name, self.data_dir)
-        return task
-
-
-HELD_OUT_RULE = "NFKC, case-folded, letters and digits only (whitespace, punctuation and tokenisation ignored)"
-
-
-def normalised(text: str) -> str:
-    """A text as the held-out check compares it (:data:`HELD_OUT_RULE`).
-
-    >>> normalised("A man is playing a guitar .") == normalised("a man is playing a GUITAR.")
-    True
-    """
-    return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold() if ch.isalnum())
-
-
-def held_out(corpus: FitCorpus, task: Any) -> FitCorpus:
-    """``corpus`` without the texts that equal a text ``task`` evaluates (under :data:`HELD_OUT_RULE`): a corpus
-    other than the task's own texts is held out, whatever it is; how many were removed is recorded."""
-    evaluated = {normalised(t) for t in task_texts(task)}
-    groups = [(p, tuple(t for t in ts if normalised(t) not in evaluated)) for p, ts in corpus.groups]
-    kept = tuple(dict.fromkeys(t for _, ts in groups for t in ts))
-    if not kept:
-        raise FitCorpusError(f"fit corpus {corpus.key}: every text is also a text of {task.metadata.name}, which "
-                             "it must be held out from; fit on other texts")
-    record = {**corpus.record, "held_out_from": task.metadata.name, "held_out_removed": len(corpus.texts) - len(kept),
-              "held_out_rule": HELD_OUT_RULE}
-    return FitCorpus(f"{corpus.key}-held-out:{task.metadata.name}", kept, record, tuple(groups), corpus.task_metadata)

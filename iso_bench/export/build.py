@@ -40,8 +40,10 @@ import numpy as np
 
 from iso_bench._version import __version__
 from iso_bench.checks import check_methods, output_dims, token_vectors_unavailable
-from iso_bench.data.fit_corpus import TASK, TRAIN, CorpusProvider
+from iso_bench.data.fit_corpus import HELD_OUT, TASK, TRAIN
+from iso_bench.data.provider import CorpusProvider
 from iso_bench.files import temporary_name
+from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import Method, make_method
 from iso_bench.registry import IsoBenchError, did_you_mean
 from iso_bench.vectors.base import model_label
@@ -79,7 +81,7 @@ def parse_fit_corpus(text: str) -> tuple[str, str | None]:
     (('task', 'STSBenchmark'), ('corpus.txt', None))
     """
     setting, sep, name = text.partition(":")
-    if sep and setting in (TASK, TRAIN) and not Path(text).is_file():
+    if sep and setting in (TASK, TRAIN, HELD_OUT) and not Path(text).is_file():
         if not name:
             raise ExportError(f"--fit-corpus {text!r} names no task; e.g. --fit-corpus {setting}:STSBenchmark")
         return setting, name
@@ -125,7 +127,7 @@ def export(variant: str, fit_corpus: str, output: str | Path, *, data_dir: str |
     _, level = make_method(spec)
     setting, task = parse_fit_corpus(fit_corpus)
     check_output(output, overwrite)
-    provider = CorpusProvider(setting, data_dir=data_dir, seed=seed)
+    provider = CorpusProvider(setting, data_dir=data_dir, seed=seed, held_out_sources=held_out_sources())
     if task is None:
         provider.check()  # the file is read now
     else:

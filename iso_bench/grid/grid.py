@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.checks import output_dims
+from iso_bench.data.fit_corpus import SETTINGS
 from iso_bench.grid.engines import Engine, LocalEngine
 from iso_bench.grid.jobs import Job, read_attempts, run_job
 from iso_bench.grid.plan import RunConfig, RunSummary, canonical_spec, found, seeded, variant_meta_of
@@ -90,7 +91,7 @@ def plan(models: Sequence[str], base: RunConfig, commands: dict[str, str] | None
     for name in ("results_dir", "cache_dir", "data_dir"):  # a worker's working folder is not the client's
         if config[name] is not None:
             config[name] = str(Path(config[name]).expanduser().resolve())
-    if config["fit_corpus"] not in ("task", "train"):
+    if config["fit_corpus"] not in SETTINGS:
         config["fit_corpus"] = str(Path(config["fit_corpus"]).expanduser().resolve())
     config["seeds"], config["methods"] = list(config["seeds"]), list(config["methods"])
     out = []

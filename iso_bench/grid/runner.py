@@ -29,7 +29,8 @@ from iso_bench.checks import (
     set_threads,
     token_vectors_unavailable,
 )
-from iso_bench.data.fit_corpus import TRAIN, CorpusProvider, task_text_groups
+from iso_bench.data.fit_corpus import TRAIN, task_text_groups
+from iso_bench.data.provider import CorpusProvider
 from iso_bench.data.sources import mirror_dir, use_source
 from iso_bench.grid.plan import RunConfig, RunStopped, RunSummary  # noqa: F401 - the runner's public names
 from iso_bench.grid.plan import canonical_spec as _canonical
@@ -41,6 +42,7 @@ from iso_bench.grid.plan import seeded as _seeded
 from iso_bench.grid.plan import stopped as _stopped
 from iso_bench.grid.plan import variant_meta_of as _variant_meta
 from iso_bench.grid.tasks import build_task, get_task, resolve  # noqa: F401 - get_task: named here for callers
+from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import METHODS, make_method
 from iso_bench.mteb_plugin import ResultsNotWritten, install_result_hook, variant_name
 from iso_bench.vectors.base import model_label
@@ -149,7 +151,7 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     made = check_methods(cfg.methods, dims, cfg.model, no_tokens=no_tokens)  # every spec, before any work
     mirror_dir(cfg.data_dir)  # validates the mirror folder
     corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed,
-                            budget=cfg.fit_budget)
+                            budget=cfg.fit_budget, held_out_sources=held_out_sources())
     corpus.check()  # a fit corpus file is read before any encoding
     tasks = [build_task(ref) for ref in refs]
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
@@ -281,7 +283,7 @@ def _corpus(cfg: RunConfig, run: _Prepared) -> Any:
         return run.corpus
 
     corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed,
-                            budget=cfg.fit_budget)
+                            budget=cfg.fit_budget, held_out_sources=held_out_sources())
     corpus.add_tasks(run.tasks)
     return corpus
 

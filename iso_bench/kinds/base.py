@@ -98,6 +98,11 @@ class Kind:
         """The unlabeled texts of the evaluation data (what the fit corpus ``task`` fits on)."""
         raise NotImplementedError
 
+    def train_texts(self) -> list[str] | None:
+        """The unlabeled texts of the training split (what the fit corpus ``train`` fits on), or None where the
+        task has none (the held-out setting then fits on a named corpus)."""
+        return None
+
     def score(self, model: Any, split: str, encode_kwargs: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover
         raise NotImplementedError
 

@@ -67,7 +67,11 @@ def group_of_type(task_type: str | None) -> Group:
 class TaskCard:
     """One task, declared as data.
 
-    ``params`` are the kind's own settings (e.g. which SentEval task a paper-STS card reads); ``metadata``
+    ``held_out`` is where the held-out setting (``--fit-corpus held-out``) fits on this task: ``"train"`` where
+    the dataset has a training split, else a named corpus of :data:`iso_bench.data.provider.NAMED_CORPORA`
+    (``"semcor"``); declared, so that it never depends on the route the data took (a mirror may hold fewer
+    splits than the hub). ``params`` are the kind's own settings (e.g. which SentEval task a paper-STS card
+    reads); ``metadata``
     the fields of mteb's ``TaskMetadata`` that only the card knows (description, reference, type,
     main_score, citation, domains, license, date, annotations). ``size`` is what ``iso-bench list`` says.
     """
@@ -82,6 +86,7 @@ class TaskCard:
     source: RawSource | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    held_out: str = "semcor"  # the held-out setting's corpus: "train" (the dataset's training split) or a named one
     module: str = ""  # the module that declared the card (set on registration)
 
     @property
@@ -153,6 +158,16 @@ def cards() -> list[TaskCard]:
     """Every card, by its group's ``order``, then in declaration order (modules alphabetically)."""
     reg = load_cards()
     return sorted((reg.get(name) for name in reg), key=lambda c: c.group.order)
+
+
+def held_out_sources() -> dict[str, str]:
+    """Each carded task's held-out corpus (``train`` or a named corpus), for a
+    :class:`~iso_bench.data.provider.CorpusProvider`.
+
+    >>> held_out_sources()["STSBenchmark"], held_out_sources()["STS12"]
+    ('train', 'semcor')
+    """
+    return {card.name: card.held_out for card in cards()}
 
 
 def card_of(name: str) -> TaskCard:

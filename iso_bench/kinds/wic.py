@@ -314,6 +314,11 @@ class WiCKind(Kind):
         return [s for split in self.card.params["scored_splits"] for p in self.dataset[split]
                 for s in (p.sentence1, p.sentence2)]
 
+    def train_texts(self) -> list[str]:
+        """The training split's sentences (what the held-out setting fits on); the threshold split is train."""
+        self.load_data()
+        return [s for p in self.dataset["train"] for s in (p.sentence1, p.sentence2)]
+
     def score(self, model: Any, split: str, encode_kwargs: dict[str, Any]) -> dict[str, Any]:
         name = self.metadata.name
         variant = require(model, WordEncoder, name)

@@ -7,7 +7,7 @@ where the group names one, a mean that is missing (–) when any of its tasks is
 rest; diagnostics (isotropy) get a table per task, never ranked or averaged.
 
 A row is a variant in one setup (:mod:`.setups`, :mod:`.index`): a variant run with two fit corpora, poolings
-or seeds has two rows, labelled by what differs (``whiten [fit_corpus=train]``), each with its own means; a
+or seeds has two rows, labelled by what differs (``whiten [fitted on held-out texts]``), each with its own means; a
 variant with one setup is labelled by its name alone. Differences are taken from the raw row of the same setup.
 
 With ``ci`` (the default) every score cell also gets its 95% interval and every difference from raw its paired

@@ -70,7 +70,7 @@ class Row:
 
     @property
     def label(self) -> str:
-        """``whiten``, or ``whiten [fit_corpus=train]`` where the setup tells rows apart."""
+        """``whiten``, or ``whiten [fitted on held-out texts]`` where the setup tells rows apart."""
         return row_label(self.variant, self.setup)
 
 

@@ -28,7 +28,16 @@ from typing import Any
 from iso_bench.methods import METHODS
 from iso_bench.report.cells import Cell, Column, Leaderboard, Row, Table
 from iso_bench.report.marks import MARKS
-from iso_bench.report.tables import MINUS, MISSING, _label, benchmark_lines, format_cell, format_delta, format_number
+from iso_bench.report.tables import (
+    MINUS,
+    MISSING,
+    _label,
+    benchmark_lines,
+    board_benchmark,
+    format_cell,
+    format_delta,
+    format_number,
+)
 from iso_bench.report.verdict import verdict_lines
 from iso_bench.results.benchmark import bibtex
 
@@ -57,7 +66,7 @@ def render_html(board: Leaderboard, plots: Mapping[str, Sequence[tuple[str, str]
     methods = sorted({row["method"] for s in sections for t in s["tables"] for row in t["rows"]})
     return env.get_template("leaderboard.html").render(
         board=board, sections=sections, groups=groups, methods=methods, missing=MISSING,
-        benchmark=" ".join(benchmark_lines(board, str)).replace("`", ""), bibtex=bibtex(),
+        benchmark=" ".join(benchmark_lines(board, str)).replace("`", ""), bibtex=bibtex(board_benchmark(board)),
         verdict=verdict_lines(board))
 
 

@@ -11,7 +11,7 @@ hashable key and order, the label that tells one variant's rows apart, and the r
 >>> key
 (('fit_corpus', '"train"'), ('seed', '0'))
 >>> setup_labels([key, setup_key({"seed": 0, "fit_corpus": "task"})])[key]
-'fit_corpus=train'
+'fitted on the training split'
 """
 
 from __future__ import annotations
@@ -20,11 +20,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from iso_bench.data.fit_corpus import SETTING_WORDS, TASK
+
 SetupKey = tuple[tuple[str, str], ...]  # sorted (kwarg, JSON of its value) pairs; () for no recorded setup
 FIT_KWARGS = ("fit_corpus", "fit_corpus_sha256", "seed", "fit_sample", "fit_budget")  # what a fit adds; raw: none
 # what a kwarg that a setup lacks means, in a label (the runner records only what is not the default)
 ABSENT = {"fit_sample": "all", "fit_budget": "100000", "pooling": "default", "layer": "default"}
 NO_SETUP = "no setup recorded"
+DEFAULT_FIT = json.dumps(TASK)  # the default setting, as a setup key holds it: named only where another differs
 
 
 def setup_key(setup: Mapping[str, Any]) -> SetupKey:
@@ -50,26 +53,40 @@ def _show(name: str, text: str | None) -> str:
     return value if isinstance(value, str) else text
 
 
+def _part(name: str, text: str | None) -> str:
+    """One kwarg in a label: the fit corpus in words (``fitted on held-out texts``), anything else ``name=value``."""
+    shown = _show(name, text)
+    if name == "fit_corpus" and text is not None:
+        return SETTING_WORDS.get(shown, f"fitted on {shown}")
+    return f"{name}={shown}"
+
+
 def setup_labels(keys: Sequence[SetupKey]) -> dict[SetupKey, str]:
     """The label of each setup of one variant: the kwargs that differ among them, "" when there is one setup.
 
-    A kwarg a setup lacks is shown by what its absence means (``layer=default``). A result
-    folder without a recorded setup (``{}``, written before setups were recorded, or a run with nothing but
-    defaults) is "no setup recorded" where what differs has no such meaning (fit corpus, seed).
+    A fit corpus other than the test texts is always named, in words (``fitted on held-out texts``), one setup
+    or several: a row fitted elsewhere is never shown as if it were the default setting. A kwarg a setup lacks
+    is shown by what its absence means (``layer=default``). A result folder without a recorded setup (``{}``,
+    written before setups were recorded, or a run with nothing but defaults) is "no setup recorded" where what
+    differs has no such meaning (fit corpus, seed).
 
     >>> labels = setup_labels([(), setup_key({"fit_corpus": "task", "seed": 0}), setup_key({"fit_corpus": "train"})])
     >>> list(labels.values())
-    ['no setup recorded', 'fit_corpus=task, seed=0', 'fit_corpus=train, seed=none']
+    ['no setup recorded', 'fitted on test texts, seed=0', 'fitted on the training split, seed=none']
+    >>> list(setup_labels([setup_key({"fit_corpus": "held-out"})]).values())
+    ['fitted on held-out texts']
     """
     keys = list(dict.fromkeys(keys))
-    if len(keys) < 2:
-        return {k: "" for k in keys}
     setups = [dict(k) for k in keys]
     differ = sorted({name for s in setups for name in s if len({t.get(name) for t in setups}) > 1})
     if "fit_corpus_sha256" in differ and not _same_name_other_file(setups):
         differ.remove("fit_corpus_sha256")  # a file corpus is told by its name, its digest where the names agree
-    unknown = any(name not in ABSENT for name in differ)
-    return {key: NO_SETUP if not setup and unknown else ", ".join(f"{n}={_show(n, setup.get(n))}" for n in differ)
+    if "fit_corpus" not in differ and any(s.get("fit_corpus") not in (None, DEFAULT_FIT) for s in setups):
+        differ = sorted([*differ, "fit_corpus"])
+    if not differ:
+        return {k: "" for k in keys}
+    unknown = len(keys) > 1 and any(name not in ABSENT for name in differ)
+    return {key: NO_SETUP if not setup and unknown else ", ".join(_part(n, setup.get(n)) for n in differ)
             for key, setup in zip(keys, setups, strict=True)}
 
 
@@ -82,8 +99,8 @@ def _same_name_other_file(setups: Sequence[Mapping[str, str]]) -> bool:
 
 
 def row_label(variant: str, label: str) -> str:
-    """A row's label: ``row_label("whiten", "fit_corpus=train") == "whiten [fit_corpus=train]"``; the variant
-    alone when the label is empty."""
+    """A row's label: ``row_label("whiten", "fitted on held-out texts") == "whiten [fitted on held-out texts]"``;
+    the variant alone when the label is empty."""
     return variant + (f" [{label}]" if label else "")
 
 
@@ -159,7 +176,7 @@ def group_labels(groups: Sequence[Sequence[SetupKey]]) -> list[str]:
 
     >>> group_labels(merge_replicates([setup_key({"fit_corpus": c, "seed": s}) for c in ("task", "train")
     ...                                for s in (0, 1)]))
-    ['fit_corpus=task, seeds 0, 1', 'fit_corpus=train, seeds 0, 1']
+    ['fitted on test texts, seeds 0, 1', 'fitted on the training split, seeds 0, 1']
     """
     marks = [json.dumps(f"\0{i}") for i in range(len(groups))]  # a seed no setup has: one per group
     reps = [g[0] if len(g) == 1 else tuple(sorted(_unseeded(g[0]) + (("seed", mark),)))

@@ -30,10 +30,11 @@ from tabulate import tabulate
 from iso_bench.kinds.cards import Group, find_card
 from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table
 from iso_bench.report.escape import csv_text, md_code, md_text, md_url
+from iso_bench.report.index import NO_BENCHMARK
 from iso_bench.report.marks import MARKS
 from iso_bench.report.plots import plot_data
 from iso_bench.report.verdict import verdict_lines
-from iso_bench.results.benchmark import CITATION_KEY, NAME, definition_sha256
+from iso_bench.results.benchmark import CITATION_KEY, NAME, V1, definition_sha256
 from iso_bench.results.result_files import VERIFIED
 
 if TYPE_CHECKING:
@@ -162,12 +163,22 @@ def no_plot_note(section: Section) -> str:
             f"scores, and its results have {why}.")
 
 
+def board_benchmark(board: Leaderboard) -> str:
+    """The benchmark a board is of: the one definition its results record where that is v1 or v2 (the v1 boards
+    stay v1 boards), else this iso-bench's (:data:`~iso_bench.results.benchmark.NAME`)."""
+    labels = [label for label, _ in board.benchmarks if label != NO_BENCHMARK]
+    known = {f"{name}, definition {definition_sha256(name)[:12]}": name for name in (NAME, V1)}
+    return known[labels[0]] if len(labels) == 1 and labels[0] in known else NAME
+
+
 def benchmark_lines(board: Leaderboard, escape: Callable[[str], str]) -> list[str]:
-    """The benchmark this iso-bench defines, how many of the board's results record which benchmark, and how
-    to cite it (:mod:`iso_bench.results.benchmark`)."""
+    """The benchmark the board is of (:func:`board_benchmark`), how many of the board's results record which
+    benchmark, and how to cite it (:mod:`iso_bench.results.benchmark`)."""
     counts = "; ".join(f"{escape(label)}: {n}" for label, n in board.benchmarks) or "none"
-    return [f"Benchmark: {NAME}, definition SHA-256 {definition_sha256()} (its tasks, main scores, fit protocol and "
-            f"method defaults: `iso_bench.results.benchmark.definition()`). Result files by the benchmark they record: "
+    name = board_benchmark(board)
+    where = "definition()" if name == NAME else f"definition({name!r})"
+    return [f"Benchmark: {name}, definition SHA-256 {definition_sha256(name)} (its tasks, main scores, fit protocol "
+            f"and method defaults: `iso_bench.results.benchmark.{where}`). Result files by the benchmark they record: "
             f"{counts}. Cite as `{CITATION_KEY}` (CITATION.cff at the repository root), with the definition's "
             "SHA-256."]
 
@@ -181,7 +192,7 @@ def _md_value(name: str, value: str, block: bool = False) -> str:
 def render_csv(board: Leaderboard) -> str:
     """One line per cell (tidy): table, model, revision, variant, tag, column, value, delta_vs_raw, best, check.
 
-    ``variant`` is the row's label: ``whiten``, or ``whiten [fit_corpus=train]`` where a variant has several
+    ``variant`` is the row's label: ``whiten``, or ``whiten [fitted on held-out texts]`` where a variant has several
     setups (:mod:`.setups`). A board with intervals adds :data:`CI_COLUMNS`: the interval, the standard
     deviation across seeds of a merged row, the paired test of the difference from raw (its interval, p and
     q-value) and whether it is significant (1/0; empty where untested).

@@ -13,7 +13,7 @@ and neither do cells without a paired test (results without per-instance units, 
 ...               (Row("org/m", "r1", "raw", (raw,)), Row("org/m", "r1", "whiten", (good,))))
 >>> [line] = verdict_lines(Leaderboard((Section("org/m", "revision r1", (table,), "m"),)))
 >>> line.split(": ")[0]
-'org/m, MTEB STS (mean), fitted on the test texts'
+'org/m, MTEB STS (mean), fitted on test texts'
 >>> line.split(": ")[1]
 'whiten beats raw by +2.50 points (95% interval +1.10 to +3.90, q = 0.004).'
 """
@@ -22,18 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from iso_bench.data.fit_corpus import SETTING_WORDS, TASK
 from iso_bench.report.cells import Cell, Leaderboard, Row, Table
 
 COMPARISON = "comparison"  # the key of the section that compares models: judged per model instead
 
 
 def _setting(setup: str) -> str:
-    """A row's fitting setting in words a reader recognises."""
+    """A row's fitting setting in words a reader recognises (the words its label carries, :data:`SETTING_WORDS`);
+    what else tells its setup apart, in brackets. Rows without a setting in their label are fitted on test texts
+    (the default setting) or not fitted at all."""
     parts = [p.strip() for p in setup.strip("[] ").split(",") if p.strip()]
-    fit = next((p.split("=", 1)[1] for p in parts if p.startswith("fit_corpus=")), "task")
-    words = {"task": "fitted on the test texts", "train": "fitted on the training split"}.get(
-        fit, f"fitted on {fit}")
-    rest = [p for p in parts if not p.startswith(("fit_corpus=", "seeds", "seed="))]
+    words = next((p for p in parts if p.startswith("fitted on")), SETTING_WORDS[TASK])
+    rest = [p for p in parts if not p.startswith(("fitted on", "seeds", "seed="))]
     return words + (f" ({', '.join(rest)})" if rest else "")
 
 

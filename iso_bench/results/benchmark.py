@@ -1,22 +1,29 @@
-"""The named, versioned benchmark a number belongs to: ``iso-bench v1``.
+"""The named, versioned benchmark a number belongs to: ``iso-bench v2`` (and ``iso-bench v1`` before it).
 
 A benchmark version fixes what a cited number means: its tasks (the ``all`` suite: MTEB's STS tasks, the
-papers' STS protocol, WiC and WSD, ranked; the isotropy diagnostics, never ranked), the main score of each,
-the fit protocol (each fitted method fits on the evaluated task's own texts, whole-corpus; 1,000-resample
-bootstrap intervals) and the method defaults, as resolved parameters. :func:`definition` writes it out and
-:func:`definition_sha256` names that text, so two papers citing "iso-bench v1" cite the same protocol or can
-tell that they do not.
+papers' STS protocol, WiC and WSD, MTEB's Banking77Classification and SciFact, ranked; the isotropy
+diagnostics, never ranked), the main score of each, the fit protocol (v2: every fitted method in two settings,
+fitted on the evaluated task's own texts and fitted on held-out texts, see :mod:`iso_bench.data.provider`;
+1,000-resample bootstrap intervals) and the method defaults, as resolved parameters. :func:`definition` writes
+it out and :func:`definition_sha256` names that text, so two papers citing "iso-bench v2" cite the same
+protocol or can tell that they do not.
+
+v1's definition (STS, WiC and WSD; fitted on the test texts alone; without mean-proj) is frozen as data
+(``iso-bench-v1.json`` beside this module): its SHA-256 ``853d756f...`` never changes when cards or default
+methods do, so results that record v1 stay readable and are labelled as v1 on a board.
 
 Every result records the benchmark it was run under (:func:`result_record`, in its ``iso_bench`` record):
 the name, the definition's SHA-256 and whether the variant's method, fit corpus and resamples are the
 benchmark's (``conforms``); a leaderboard says so per row where they are not, and never ranks such rows with
-conforming ones. The benchmark is registered with mteb as an ``mteb.Benchmark`` once mteb's benchmark registry
-is imported (:func:`iso_bench.mteb_plugin.register_benchmark`, through the same after-import hook as the variants), so
-``mteb.get_benchmark("iso-bench v1")`` returns its tasks after ``import iso_bench``.
+conforming ones. The benchmarks are registered with mteb as ``mteb.Benchmark`` objects once mteb's benchmark
+registry is imported (:func:`iso_bench.mteb_plugin.register_benchmark`, through the same after-import hook as
+the variants), so ``mteb.get_benchmark("iso-bench v2")`` returns its tasks after ``import iso_bench``.
 
 Example:
-    >>> definition()["name"], definition()["fit_corpus"], "whiten" in definition()["methods"]
-    ('iso-bench v1', 'task', True)
+    >>> definition()["name"], definition()["fit_corpora"], "mean-proj" in definition()["methods"]
+    ('iso-bench v2', ['task', 'held-out'], True)
+    >>> definition_sha256(V1)[:8]
+    '853d756f'
 """
 
 from __future__ import annotations
@@ -24,52 +31,73 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
+from iso_bench.data.fit_corpus import HELD_OUT, TASK
+from iso_bench.data.provider import HELD_OUT_CORPUS, HELD_OUT_RULE
 from iso_bench.kinds.cards import cards
 from iso_bench.methods import make_method
 
 DEFAULT_METHODS = ("raw", "center", "clip", "abtt", "whiten", "whiten-256", "cluster-pca", "flow", "zscore", "zca",
-                   "zipfian-whiten", "softdecay")
+                   "zipfian-whiten", "softdecay", "mean-proj")
 """The methods a run, a registered model and the benchmark use when none are named."""
-NAME = "iso-bench v1"
+NAME = "iso-bench v2"
+V1 = "iso-bench v1"
+V1_FILE = Path(__file__).with_name("iso-bench-v1.json")  # v1's definition, frozen as data
 UNRANKED_SUITES = ("isotropy",)  # diagnostics: reported, never ranked or averaged
-FIT_CORPUS = "task"
+FIT_CORPORA = (TASK, HELD_OUT)  # v2's two settings; v1 had the first alone
 RESAMPLES = 1000
 CITATION_KEY = "isobench2026"
 BIBTEX = """@software{isobench2026,
   title   = {iso-bench: which isotropy post-processing makes an encoder's embeddings better},
   author  = {{iso-bench contributors}},
   year    = {2026},
-  version = {v1},
-  note    = {Benchmark iso-bench v1, definition SHA-256 %s}
+  version = {%s},
+  note    = {Benchmark iso-bench %s, definition SHA-256 %s}
 }"""
 
 
-@functools.lru_cache(maxsize=1)
-def definition() -> dict[str, Any]:
-    """The benchmark as data: its tasks (ranked and unranked, in card order, each with its main score), the
-    fit protocol and every default method with its resolved parameters and level."""
+def definition(name: str = NAME) -> dict[str, Any]:
+    """A benchmark version as data. v2 (this iso-bench's): its tasks (ranked and unranked, in card order, each
+    with its main score and the source of its held-out fit corpus), both fit settings and every default method
+    with its resolved parameters and level; v1: its frozen definition. A copy: changing it changes nothing."""
+    return json.loads(_canonical(name))
+
+
+@functools.lru_cache(maxsize=2)
+def _canonical(name: str) -> str:
+    """The canonical JSON of a definition (sorted keys, no spaces): what :func:`definition_sha256` names."""
+    return json.dumps(_definition(name), sort_keys=True, separators=(",", ":"))
+
+
+def _definition(name: str) -> dict[str, Any]:
+    if name == V1:
+        return json.loads(V1_FILE.read_text(encoding="utf-8"))
+    if name != NAME:
+        raise ValueError(f"unknown benchmark {name!r}; expected {NAME!r} or {V1!r}")
     tasks = [{"task": c.name, "suite": c.suite, "kind": c.kind, "main_score": c.group.metric,
-              "ranked": c.group.ranked and c.suite not in UNRANKED_SUITES} for c in cards()]
+              "ranked": c.group.ranked and c.suite not in UNRANKED_SUITES, "held_out": c.held_out} for c in cards()]
     methods = {}
     for spec in DEFAULT_METHODS:
         method, level = make_method(spec)
         methods[spec] = {"method": method.name, "level": level, "params": _jsonable(method.get_params())}
-    return {"name": NAME, "tasks": tasks, "fit_corpus": FIT_CORPUS, "fit": "whole corpus (every task of the "
-            "benchmark is below the fit budget)", "resamples": RESAMPLES, "interval": "95% percentile bootstrap",
-            "methods": methods}
+    return {"name": NAME, "tasks": tasks, "fit_corpora": list(FIT_CORPORA),
+            "held_out": {"train": "the task's training split", HELD_OUT_CORPUS: "SemCor's sentences (the training "
+                         "split of WSD-ALL)", "rule": HELD_OUT_RULE + "; equal texts removed before the fit"},
+            "fit": "whole corpus (every task of the benchmark is below the fit budget)", "resamples": RESAMPLES,
+            "interval": "95% percentile bootstrap", "methods": methods}
 
 
-def definition_sha256() -> str:
+def definition_sha256(name: str = NAME) -> str:
     """SHA-256 of the canonical JSON of :func:`definition` (sorted keys, no spaces)."""
-    text = json.dumps(definition(), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_canonical(name).encode("utf-8")).hexdigest()
 
 
-def bibtex() -> str:
-    """The BibTeX entry to cite this benchmark version with."""
-    return BIBTEX % definition_sha256()[:12]
+def bibtex(name: str = NAME) -> str:
+    """The BibTeX entry to cite a benchmark version with."""
+    version = name.rsplit(" ", 1)[-1]
+    return BIBTEX % (version, version, definition_sha256(name)[:12])
 
 
 def result_record(spec: str, fit_corpus: str | None, resamples: int | None) -> dict[str, Any]:
@@ -80,13 +108,15 @@ def result_record(spec: str, fit_corpus: str | None, resamples: int | None) -> d
     it). The variant conforms when that spec is one of the benchmark's methods, its fit corpus (for a fitted
     method) is the benchmark's and its intervals have the benchmark's resamples; ``differs`` names what is not.
 
-    >>> result_record("whiten-256", "task", 1000)["conforms"], result_record("whiten-eps=0.1", "train", 1000)["differs"]
-    (True, ['method parameters', 'fit corpus'])
+    >>> result_record("whiten-256", "held-out", 1000)["conforms"]
+    True
+    >>> result_record("whiten-eps=0.1", "train", 1000)["differs"]
+    ['method parameters', 'fit corpus']
     """
     differs = []
     if spec not in definition()["methods"]:
         differs.append("method parameters")
-    if fit_corpus not in (None, FIT_CORPUS):
+    if fit_corpus not in (None, *FIT_CORPORA):
         differs.append("fit corpus")
     if resamples not in (None, RESAMPLES):
         differs.append("resamples")

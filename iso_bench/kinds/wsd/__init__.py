@@ -49,6 +49,11 @@ class WSDKind(Kind):
         self.load_data()
         return list(self.dataset["test"].sentences.values())
 
+    def train_texts(self) -> list[str]:
+        """SemCor's sentences, the framework's training corpus (what the held-out setting fits on)."""
+        self.load_data()
+        return list(self.dataset["train"].sentences.values())
+
     def score(self, model: Any, split: str, encode_kwargs: dict[str, Any]) -> dict[str, Any]:
         variant = require(model, WordEncoder, self.metadata.name)
         name = self.metadata.name
