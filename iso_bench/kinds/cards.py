@@ -201,8 +201,10 @@ def describe_tasks(default_suite: str = "mteb-sts") -> str:
     for name, members in suites().items():
         if name != "all":
             lines.append(f"  {name + (' *' if name == default_suite else ''):<12} {' '.join(members)}")
-    lines += [f"  {'all':<12} every task above", "  (* = run by default, without --tasks)", "", "tasks:"]
-    lines += [f"  {card.name:<22} {card.kind:<16} {card.size}".rstrip() for card in cards()]
+    lines += [f"  {'all':<12} every task above", "  (* = run by default, without --tasks)", "",
+              "tasks (kind, size; held-out: what --fit-corpus held-out fits on):"]
+    lines += [f"  {card.name:<24} {card.kind:<10} {card.size}; held-out: "
+              f"{'its training split' if card.held_out == 'train' else card.held_out}" for card in cards()]
     return "\n".join(lines)
 
 
