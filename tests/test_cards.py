@@ -45,9 +45,13 @@ def test_card_builds_the_mteb_task(name: str) -> None:
     task = mteb.get_task(name)
     assert list(task.metadata.eval_splits) == list(card.splits)
     if card.is_mteb:
-        stats = task.metadata.descriptive_stats or {}
-        n = sum(stats[s]["num_samples"] for s in card.splits)
-        assert card.size == f"{n:,} test pairs"
+        stats = [(task.metadata.descriptive_stats or {})[s] for s in card.splits]
+        if "num_queries" in stats[0]:  # retrieval: queries and documents
+            n, docs = (sum(s[k] for s in stats) for k in ("num_queries", "num_documents"))
+            assert card.size == f"{n:,} test queries, {docs:,} documents"
+        else:  # pairs (STS) or texts (classification), then what else the card says (a training split's size)
+            n = sum(s["num_samples"] for s in stats)
+            assert card.size.split(";")[0].split(", train")[0] in (f"{n:,} test pairs", f"{n:,} test texts")
     else:
         assert task.card is card and task.metadata.main_score == card.metadata["main_score"]
 
@@ -150,7 +154,7 @@ def test_a_new_kind_and_card_from_a_plugin_package(tmp_path: Path, tiny_bert_dir
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout
-    assert re.search(r"^\s+Toy-Pairs\s+toyplug\.toy_kind\s+3 pairs$", lines, re.M), lines
+    assert re.search(r"^\s+Toy-Pairs\s+toyplug\.toy_kind\s+3 pairs; held-out: semcor$", lines, re.M), lines
     assert re.search(r"^\s+toys\s+Toy-Pairs$", lines, re.M)
     assert json.loads(lines.split("SUITE ", 1)[1].splitlines()[0]) == ["Toy-Pairs"]
     scores = json.loads(lines.split("SCORES ", 1)[1].splitlines()[0])
