@@ -29,7 +29,7 @@ from iso_bench.checks import (
     set_threads,
     token_vectors_unavailable,
 )
-from iso_bench.data.fit_corpus import TRAIN, task_text_groups
+from iso_bench.data.fit_corpus import HELD_OUT, TRAIN, task_text_groups
 from iso_bench.data.provider import CorpusProvider
 from iso_bench.data.sources import mirror_dir, use_source
 from iso_bench.grid.plan import RunConfig, RunStopped, RunSummary  # noqa: F401 - the runner's public names
@@ -229,7 +229,7 @@ def _encode_all(store: Any, tasks: list[Any], corpus: Any) -> None:
     memory of one chunk). The store learns each task's size: a large task's token vectors are not kept."""
     for task in tasks:
         groups = task_text_groups(task)
-        if corpus.setting == TRAIN:  # the training split is fitted on, but not among the evaluated texts
+        if corpus.setting in (TRAIN, HELD_OUT):  # fitted on, but not among the evaluated texts
             groups += list(corpus(task.metadata.name).groups)
         store.note_task_size(task.metadata.name, sum(len(texts) for _, texts in groups))
         for prompt_type, texts in groups:
