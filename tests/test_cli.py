@@ -68,7 +68,7 @@ def test_list_names_every_method_and_every_carded_task(capsys: pytest.CaptureFix
     assert methods == ["raw", "center", "mean-proj", "clip", "abtt", "whiten", "cluster-pca", "flow", "zscore", "zca",
                        "zipfian-whiten", "softdecay"]  # the README's order
     for card in cards():
-        assert any(line.split()[:2] == [card.name, card.kind] and line.endswith(card.size) for line in lines), card
+        assert any(line.split()[:2] == [card.name, card.kind] and card.size in line for line in lines), card
     for suite in suites():
         assert f"  {suite} " in out or f"  {suite} * " in out
 

@@ -164,8 +164,12 @@ def test_the_published_results_of_an_older_layout_are_found_without_data(tmp_pat
         snapshot_download(MINILM, local_files_only=True)
     except Exception:  # noqa: BLE001
         pytest.skip(f"{MINILM} is not in the Hugging Face cache")
-    plan = iso_bench("run", "--model", MINILM, "--tasks", "all", "--seeds", "0", "1", "2", "3", "4", "--results",
-                     str(LEADERBOARDS), "--dry-run", datasets_cache=tmp_path / "empty")
+    from iso_bench.results.benchmark import V1, definition
+
+    v1 = definition(V1)  # the published results are v1's: its tasks and default methods
+    plan = iso_bench("run", "--model", MINILM, "--tasks", *[t["task"] for t in v1["tasks"]], "--methods",
+                     *v1["methods"], "--seeds", "0", "1", "2", "3", "4", "--results", str(LEADERBOARDS), "--dry-run",
+                     datasets_cache=tmp_path / "empty")
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert plan.stdout.splitlines()[0] == ("plan: 1 model(s) x 17 task(s) = 17 jobs; 1 to run (3 results), "
                                            "16 complete"), plan.stdout
