@@ -101,6 +101,10 @@ def test_load_results_reads_back_exactly_each_variants_results(submitted: tuple[
         assert model.experiment_name == EXPERIMENTS[method]
         assert sorted(r.task_name for r in model.task_results) == sorted(TASKS)
         seen[method] = {r.task_name: r.get_score() for r in model.task_results}
+        kwargs = {"post_processing": method, "fit_corpus": "task", **({"seed": 0} if method == "flow" else {})}
+        plain = mteb.get_model_meta(MINILM, experiment_kwargs=kwargs)  # mteb alone, as a reader without iso-bench
+        [same] = cache.load_results(models=[plain], include_remote=False, load_experiments="match_kwargs").model_results
+        assert {r.task_name: r.get_score() for r in same.task_results} == seen[method]
         for task in TASKS:
             entry = json.loads((out / BASE / REVISION / "experiments" / EXPERIMENTS[method] / f"{task}.json")
                                .read_text())["scores"]["test"][0]
