@@ -92,7 +92,7 @@ def test_two_fit_corpora_keep_both_results_and_the_leaderboard_shows_both(bankin
     found = [r for r in read_results(results) if r.variant == "whiten"]
     assert len(found) == 2 and len({r.main_score for r in found}) == 2
     markdown = render_markdown(build_leaderboard(read_results(results)))
-    assert "whiten [fit_corpus=task]" in markdown and "whiten [fit_corpus=train]" in markdown
+    assert "whiten [fitted on test texts]" in markdown and "whiten [fitted on the training split]" in markdown
 
 
 def test_a_task_without_a_train_split_is_refused_before_any_encode(tmp_path, vector_cache) -> None:

@@ -31,7 +31,7 @@ def test_groups_and_column_order_come_from_the_cards(tmp_path: Path) -> None:
 def test_uncarded_task_goes_to_its_recorded_mteb_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small_case(tmp_path)
     for variant, score in (("raw", 0.80), ("whiten", 0.75)):
-        set_record(write_result(tmp_path, "org/alpha", variant, "Banking77Classification", score),
+        set_record(write_result(tmp_path, "org/alpha", variant, "EmotionClassification", score),
                    task_type="Classification")
     monkeypatch.setitem(sys.modules, "mteb", None)  # the recorded type is enough: mteb is never asked
     tables = build_leaderboard(read_results(tmp_path)).sections[0].tables
@@ -39,15 +39,16 @@ def test_uncarded_task_goes_to_its_recorded_mteb_type(tmp_path: Path, monkeypatc
                                          "isotropy diagnostics: Isotropy-STSB",
                                          "MTEB Classification: main score × 100 (main score)"]
     assert [c.value for r in tables[2].rows for c in r.cells] == [80.0, None, 75.0]  # raw, abtt (missing), whiten
-    assert [c.label for c in tables[2].columns] == ["Banking77Classification"]
+    assert [c.label for c in tables[2].columns] == ["EmotionClassification"]
 
 
 def test_uncarded_task_without_a_recorded_type_asks_mteb(monkeypatch: pytest.MonkeyPatch) -> None:
     task = types.SimpleNamespace(metadata=types.SimpleNamespace(type="Retrieval"))
     monkeypatch.setitem(sys.modules, "mteb", types.SimpleNamespace(get_task=lambda name: task))
-    assert place("SciFact") == (place("SciFact")[0], "SciFact") and place("SciFact")[0].title == "MTEB Retrieval"
+    assert place("NFCorpus") == (place("NFCorpus")[0], "NFCorpus") and place("NFCorpus")[0].title == "MTEB Retrieval"
     monkeypatch.setitem(sys.modules, "mteb", None)  # no mteb (or no such task): other tasks
-    assert place("SciFact")[0].title == "other tasks"
+    assert place("NFCorpus")[0].title == "other tasks"
+    assert place("SciFact")[0].title == "MTEB Retrieval"  # carded: in the same group, without asking mteb
 
 
 # ------------------------------------------------------------------ presentation: clip, whiten
@@ -150,9 +151,11 @@ def test_run_summary_puts_each_groups_mean_and_its_difference_from_raw_first() -
 def test_summary_header_lists_only_what_ran() -> None:
     assert summary_header(run_summary(["STS12", "STSBenchmark", "Isotropy-STSB"])) == (
         "org/alpha @ r1: main score x 100 (MTEB STS: cosine Spearman; isotropy diagnostics: sentence I(W))")
-    assert summary_header(run_summary(["WiC", "Banking77Classification", "STS12-SentEval", "SciFact"])) == (
+    assert summary_header(run_summary(["WiC", "EmotionClassification", "STS12-SentEval", "NFCorpus"])) == (
         "org/alpha @ r1: main score x 100 (paper STS (SentEval): wmean Spearman; word level: WiC accuracy, WSD-ALL "
-        "F1; Banking77Classification, SciFact: main score)")
+        "F1; EmotionClassification, NFCorpus: main score)")
+    assert summary_header(run_summary(["SciFact", "Banking77Classification"])) == (
+        "org/alpha @ r1: main score x 100 (MTEB Classification: main score; MTEB Retrieval: main score)")
 
 
 def test_import_loads_neither_torch_nor_mteb() -> None:

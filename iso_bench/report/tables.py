@@ -275,8 +275,8 @@ def summary_header(summary: Any) -> str:
     """The line above :func:`format_summary`: the model, and the metric of each group of tasks that ran.
 
     >>> import types
-    >>> summary_header(types.SimpleNamespace(model="m", revision="r", tasks=["Banking77Classification"]))
-    'm @ r: main score x 100 (Banking77Classification: main score)'
+    >>> summary_header(types.SimpleNamespace(model="m", revision="r", tasks=["EmotionClassification"]))
+    'm @ r: main score x 100 (EmotionClassification: main score)'
     """
     groups: dict[str, Group] = {}
     uncarded: list[str] = []
