@@ -8,7 +8,7 @@ from iso_bench.kinds.cards import TaskCard
 
 CARDS = [
     TaskCard(name="Banking77Classification", kind="mteb", suite="mteb-classification", group=MTEB_CLASSIFICATION,
-             size="3,080 test texts, train 10,003; 77 intents", held_out="train"),
+             size="3,080 test texts, train 10,003; 77 intents", held_out="train", metric="accuracy"),
     TaskCard(name="SciFact", kind="mteb", suite="mteb-retrieval", group=MTEB_RETRIEVAL,
-             size="300 test queries, 5,183 documents"),
+             size="300 test queries, 5,183 documents", metric="nDCG@10"),
 ]

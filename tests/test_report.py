@@ -36,10 +36,10 @@ def test_uncarded_task_goes_to_its_recorded_mteb_type(tmp_path: Path, monkeypatc
     monkeypatch.setitem(sys.modules, "mteb", None)  # the recorded type is enough: mteb is never asked
     tables = build_leaderboard(read_results(tmp_path)).sections[0].tables
     assert [t.title for t in tables] == ["MTEB STS: main score × 100 (cosine Spearman)",
-                                         "isotropy diagnostics: Isotropy-STSB",
-                                         "MTEB Classification: main score × 100 (main score)"]
-    assert [c.value for r in tables[2].rows for c in r.cells] == [80.0, None, 75.0]  # raw, abtt (missing), whiten
-    assert [c.label for c in tables[2].columns] == ["EmotionClassification"]
+                                         "MTEB Classification: main score × 100 (main score)",
+                                         "isotropy diagnostics: Isotropy-STSB"]  # the diagnostics last
+    assert [c.value for r in tables[1].rows for c in r.cells] == [80.0, None, 75.0]  # raw, abtt (missing), whiten
+    assert [c.label for c in tables[1].columns] == ["EmotionClassification"]
 
 
 def test_uncarded_task_without_a_recorded_type_asks_mteb(monkeypatch: pytest.MonkeyPatch) -> None:

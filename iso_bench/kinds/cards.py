@@ -53,14 +53,15 @@ class Group:
 
 
 def group_of_type(task_type: str | None) -> Group:
-    """The group of an MTEB task that has no card: one group per mteb task type, after the carded groups.
+    """The group of an MTEB task that has no card (and of the cards of MTEB's other types): one group per mteb task
+    type, after the word tasks and before the diagnostics.
 
     >>> group_of_type("Retrieval").title
     'MTEB Retrieval'
     """
     if not task_type:
         return Group("other", "other tasks", "main score", order=1000)
-    return Group(f"mteb-{task_type.lower()}", f"MTEB {task_type}", "main score", order=900)
+    return Group(f"mteb-{task_type.lower()}", f"MTEB {task_type}", "main score", order=35)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class TaskCard:
     params: Mapping[str, Any] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     held_out: str = "semcor"  # the held-out setting's corpus: "train" (the dataset's training split) or a named one
+    metric: str = ""  # the main score's name where the group's metric does not say it (a group of several types)
     module: str = ""  # the module that declared the card (set on registration)
 
     @property

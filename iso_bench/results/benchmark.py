@@ -76,7 +76,7 @@ def _definition(name: str) -> dict[str, Any]:
         return json.loads(V1_FILE.read_text(encoding="utf-8"))
     if name != NAME:
         raise ValueError(f"unknown benchmark {name!r}; expected {NAME!r} or {V1!r}")
-    tasks = [{"task": c.name, "suite": c.suite, "kind": c.kind, "main_score": c.group.metric,
+    tasks = [{"task": c.name, "suite": c.suite, "kind": c.kind, "main_score": c.metric or c.group.metric,
               "ranked": c.group.ranked and c.suite not in UNRANKED_SUITES, "held_out": c.held_out} for c in cards()]
     methods = {}
     for spec in DEFAULT_METHODS:
