@@ -141,7 +141,7 @@ class CorpusProvider:
         owner, which = NAMED_CORPORA[named]
         corpus = FitCorpus.from_task(self._task(owner), which, sample=self.sample, seed=self.seed)
         record = {**corpus.record, "corpus": named}
-        return FitCorpus(f"{named}", corpus.texts, record, corpus.groups, task.metadata)
+        return FitCorpus(named, corpus.texts, record, corpus.groups, task.metadata)
 
     def _task(self, task_name: str) -> Any:
         task = self._tasks.get(task_name)

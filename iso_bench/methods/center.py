@@ -9,8 +9,16 @@ import numpy as np
 from iso_bench.methods.base import Method, register
 
 
+class FitsAMean:
+    """What a method whose fit is the mean of its fit vectors (center, mean-proj) says when it has too few: it
+    needs one (Method's own :meth:`~Method.min_vectors`), since the mean of one vector is that vector."""
+
+    def _shortfall(self, n: int, dim: int) -> tuple[str, str]:
+        return "a mean needs one vector", ""
+
+
 @register
-class Center(Method):
+class Center(FitsAMean, Method):
     """x -> x - mu, with mu the mean of the fit vectors.
 
     Needs one fit vector (:meth:`min_vectors`): the mean of one vector is that vector.
@@ -29,13 +37,6 @@ class Center(Method):
 
     def __init__(self) -> None:
         pass
-
-    def min_vectors(self, dim: int) -> int:
-        """1: a mean exists for a single vector."""
-        return 1
-
-    def _shortfall(self, n: int, dim: int) -> tuple[str, str]:
-        return "a mean needs one vector", ""
 
     def fit(self, X: np.ndarray) -> Center:
         X = self._check_fit_input(X)

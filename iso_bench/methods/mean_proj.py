@@ -14,12 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from iso_bench.methods.base import Method, MethodError, register
+from iso_bench.methods.center import FitsAMean
 
 UNIT_TOLERANCE = 1e-3  # a fit corpus whose norms all lie within this of 1 is a model's normalised output
 
 
 @register
-class MeanProj(Method):
+class MeanProj(FitsAMean, Method):
     """x -> x − (x·μ̂) μ̂ with μ̂ the unit mean direction of the fit vectors; renormalised where they are unit.
 
     Needs one fit vector whose mean is not zero.
@@ -38,13 +39,6 @@ class MeanProj(Method):
 
     def __init__(self) -> None:
         pass
-
-    def min_vectors(self, dim: int) -> int:
-        """1: a mean exists for a single vector."""
-        return 1
-
-    def _shortfall(self, n: int, dim: int) -> tuple[str, str]:
-        return "a mean needs one vector", ""
 
     def fit(self, X: np.ndarray) -> MeanProj:
         X = self._check_fit_input(X)

@@ -71,6 +71,12 @@ def _canonical(name: str) -> str:
     return json.dumps(_definition(name), sort_keys=True, separators=(",", ":"))
 
 
+@functools.lru_cache(maxsize=2)
+def _method_specs(name: str) -> frozenset[str]:
+    """The method specs a definition names: what every written result is checked against, parsed once."""
+    return frozenset(definition(name)["methods"])
+
+
 def _definition(name: str) -> dict[str, Any]:
     if name == V1:
         return json.loads(V1_FILE.read_text(encoding="utf-8"))
@@ -114,7 +120,7 @@ def result_record(spec: str, fit_corpus: str | None, resamples: int | None) -> d
     ['method parameters', 'fit corpus']
     """
     differs = []
-    if spec not in definition()["methods"]:
+    if spec not in _method_specs(NAME):
         differs.append("method parameters")
     if fit_corpus not in (None, *FIT_CORPORA):
         differs.append("fit corpus")
