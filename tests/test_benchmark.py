@@ -7,9 +7,11 @@ import subprocess
 import sys
 import types
 
-from iso_bench.results.benchmark import DEFAULT_METHODS, NAME, V1, bibtex, definition, definition_sha256, result_record
+from iso_bench.results.benchmark import (DEFAULT_METHODS, NAME, V1, bibtex, current_definition, definition,
+                                        definition_sha256, result_record)
 
 V1_SHA256 = "853d756f7d4b9dc7242d806b5eb0ebf3c06d76bbc67d28b991df3638903ba9fa"  # as the v1 boards print it
+V2_SHA256 = "3bf93169cd50f0ce1d9a068aab93b653c458301db64bf15690332f5ac738ae58"  # as the v2 results record it
 
 
 def test_importing_iso_bench_loads_no_mteb_and_mteb_then_knows_the_benchmark() -> None:
@@ -57,6 +59,18 @@ def test_v1_is_frozen_whatever_the_cards_and_default_methods_now_say() -> None:
     assert definition_sha256() != V1_SHA256 and "v2" in bibtex() and V1_SHA256[:12] in bibtex(V1)
     v1["name"] = "changed"  # a copy: the frozen definition cannot be changed through it
     assert definition_sha256(V1) == V1_SHA256
+
+
+def test_v2_is_frozen_and_today_s_cards_and_defaults_still_define_it(monkeypatch) -> None:
+    """v2 is read from its file, so its SHA-256 is the one every v2 result records; the definition computed from
+    today's cards and default methods equals it (a change to either is a new version), and a changed default
+    changes the computed definition, never the frozen one."""
+    assert definition_sha256() == V2_SHA256 and definition(NAME)["name"] == NAME
+    assert current_definition() == definition(NAME)
+    from iso_bench.results import benchmark
+
+    monkeypatch.setattr(benchmark, "DEFAULT_METHODS", DEFAULT_METHODS[:-1])
+    assert "mean-proj" not in current_definition()["methods"] and definition_sha256() == V2_SHA256
 
 
 def test_a_result_conforms_only_with_the_benchmarks_method_fit_corpus_and_resamples() -> None:

@@ -8,9 +8,12 @@ fitted on the evaluated task's own texts and fitted on held-out texts, see :mod:
 it out and :func:`definition_sha256` names that text, so two papers citing "iso-bench v2" cite the same
 protocol or can tell that they do not.
 
-v1's definition (STS, WiC and WSD; fitted on the test texts alone; without mean-proj) is frozen as data
-(``iso-bench-v1.json`` beside this module): its SHA-256 ``853d756f...`` never changes when cards or default
-methods do, so results that record v1 stay readable and are labelled as v1 on a board.
+Every published version is frozen as data beside this module (``iso-bench-v1.json``: STS, WiC and WSD, fitted on
+the test texts alone, without mean-proj, SHA-256 ``853d756f...``; ``iso-bench-v2.json``, ``3bf93169...``): a
+version's SHA-256 never changes when cards or default methods do, so results that record it stay readable and
+are labelled with it on a board. :func:`current_definition` computes the definition today's cards and default
+methods give; while it equals v2's, iso-bench runs v2 (a test checks it). A change to a card's protocol or to a
+default method makes them differ, and is a new version: freeze it as a new file and name it here.
 
 Every result records the benchmark it was run under (:func:`result_record`, in its ``iso_bench`` record):
 the name, the definition's SHA-256 and whether the variant's method, fit corpus and resamples are the
@@ -44,7 +47,8 @@ DEFAULT_METHODS = ("raw", "center", "clip", "abtt", "whiten", "whiten-256", "clu
 """The methods a run, a registered model and the benchmark use when none are named."""
 NAME = "iso-bench v2"
 V1 = "iso-bench v1"
-V1_FILE = Path(__file__).with_name("iso-bench-v1.json")  # v1's definition, frozen as data
+FROZEN = {name: Path(__file__).with_name(name.replace(" ", "-") + ".json") for name in (V1, NAME)}
+"""Each published version's definition, frozen as data (package data of :mod:`iso_bench.results`)."""
 UNRANKED_SUITES = ("isotropy",)  # diagnostics: reported, never ranked or averaged
 FIT_CORPORA = (TASK, HELD_OUT)  # v2's two settings; v1 had the first alone
 RESAMPLES = 1000
@@ -59,9 +63,10 @@ BIBTEX = """@software{isobench2026,
 
 
 def definition(name: str = NAME) -> dict[str, Any]:
-    """A benchmark version as data. v2 (this iso-bench's): its tasks (ranked and unranked, in card order, each
-    with its main score and the source of its held-out fit corpus), both fit settings and every default method
-    with its resolved parameters and level; v1: its frozen definition. A copy: changing it changes nothing."""
+    """A benchmark version as data, read from its frozen file. v2 (this iso-bench's): its tasks (ranked and
+    unranked, in card order, each with its main score and the source of its held-out fit corpus), both fit
+    settings and every default method with its resolved parameters and level. A copy: changing it changes
+    nothing."""
     return json.loads(_canonical(name))
 
 
@@ -78,10 +83,14 @@ def _method_specs(name: str) -> frozenset[str]:
 
 
 def _definition(name: str) -> dict[str, Any]:
-    if name == V1:
-        return json.loads(V1_FILE.read_text(encoding="utf-8"))
-    if name != NAME:
-        raise ValueError(f"unknown benchmark {name!r}; expected {NAME!r} or {V1!r}")
+    if name not in FROZEN:
+        raise ValueError(f"unknown benchmark {name!r}; expected one of {', '.join(map(repr, FROZEN))}")
+    return json.loads(FROZEN[name].read_text(encoding="utf-8"))
+
+
+def current_definition() -> dict[str, Any]:
+    """The definition today's cards and default methods give, computed (not read): equal to v2's frozen one
+    while nothing that v2 fixes has changed."""
     tasks = [{"task": c.name, "suite": c.suite, "kind": c.kind, "main_score": c.metric or c.group.metric,
               "ranked": c.group.ranked and c.suite not in UNRANKED_SUITES, "held_out": c.held_out} for c in cards()]
     methods = {}
