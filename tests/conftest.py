@@ -10,6 +10,9 @@ import pytest
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SHARED_DATA = Path(os.environ.get("ISO_BENCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 HUB_MIRROR = SHARED_DATA / "hub"
+LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"  # the published board: iso-bench v2's
+PUBLISHED_RESULTS = LEADERBOARDS / "v2"  # its results folder (results/<model>/...)
+V1_BOARD = LEADERBOARDS / "v1"  # iso-bench v1's board and results, kept readable
 
 WORDS = ("the a cat dog sat on mat bank river money deposit play played playing guitar piano man woman "
          "is are was slicing cutting cucumber music plays hair girl boy un ##believ ##able ##s . , !").split()
@@ -37,6 +40,14 @@ def small_mirror(root: Path, folders, pairs: int) -> Path:
         (root / "mteb" / folder).mkdir(parents=True)
         (root / "mteb" / folder / "test.jsonl").write_text("".join(lines), encoding="utf-8")
     return root
+
+
+@pytest.fixture(scope="session")
+def published_board():
+    """The published board, built once from the committed v2 results (every interval and paired test)."""
+    from iso_bench.report import build_leaderboard, read_results
+
+    return build_leaderboard(read_results(PUBLISHED_RESULTS))
 
 
 def _missing(what: str) -> None:

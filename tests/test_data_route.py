@@ -20,7 +20,7 @@ from iso_bench.report.results import LeaderboardError
 
 from .conftest import MINILM, small_mirror
 
-LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"
+V1_BOARD = Path(__file__).resolve().parents[1] / "leaderboards" / "v1"  # v1's results, in an older layout
 REPO, FOLDER = "mteb/sts12-sts", "sts12-sts"
 
 
@@ -168,7 +168,7 @@ def test_the_published_results_of_an_older_layout_are_found_without_data(tmp_pat
 
     v1 = definition(V1)  # the published results are v1's: its tasks and default methods
     plan = iso_bench("run", "--model", MINILM, "--tasks", *[t["task"] for t in v1["tasks"]], "--methods",
-                     *v1["methods"], "--seeds", "0", "1", "2", "3", "4", "--results", str(LEADERBOARDS), "--dry-run",
+                     *v1["methods"], "--seeds", "0", "1", "2", "3", "4", "--results", str(V1_BOARD), "--dry-run",
                      datasets_cache=tmp_path / "empty")
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert plan.stdout.splitlines()[0] == ("plan: 1 model(s) x 17 task(s) = 17 jobs; 1 to run (3 results), "

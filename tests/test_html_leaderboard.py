@@ -17,9 +17,9 @@ from iso_bench.report import render, write_leaderboard
 from iso_bench.report.board import build_leaderboard
 from iso_bench.report.results import read_results
 from iso_bench.report.tables import MINUS
+from tests.conftest import LEADERBOARDS, V1_BOARD
 from tests.report_helpers import sts_units, write_scored
 
-LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"
 PLANTED = "org/<script>window.pwned = 1</script>"
 VARIANTS = {"raw": 1.0, "center": 0.9, "whiten": 1.3}  # noise of each variant's predictions
 
@@ -53,11 +53,17 @@ def test_the_page_is_one_self_contained_file_rendered_to_the_same_bytes(site: tu
     assert PLANTED not in html and "&lt;script&gt;window.pwned = 1&lt;/script&gt;" in html
 
 
-def test_the_published_page_is_a_fresh_render_of_the_committed_results(tmp_path: Path) -> None:
+def test_the_published_page_is_a_fresh_render_of_the_committed_results(published_board) -> None:
     committed = LEADERBOARDS / "index.html"
     assert committed.is_file(), "leaderboards/index.html is missing"
-    [page] = write_leaderboard(LEADERBOARDS, tmp_path / "site", "html")
-    assert page.read_bytes() == committed.read_bytes()
+    html = render(published_board, "html")
+    assert html == committed.read_text(encoding="utf-8")
+    assert html.index(">Verdict<") < html.index("<table")  # the answer before any table
+
+
+def test_the_v1_page_is_a_fresh_render_of_its_results(tmp_path: Path) -> None:
+    [page] = write_leaderboard(V1_BOARD, tmp_path / "site", "html")
+    assert page.read_bytes() == (V1_BOARD / "index.html").read_bytes()
 
 
 # ---- in a real browser ---------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from iso_bench.report.results import LeaderboardError
 from tests.report_helpers import small_case, sts_units, write_scored
 from tests.test_report_escape import HOSTILE, hostile_case
 
-LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"
 PDFLATEX = shutil.which("pdflatex")
 needs_pdflatex = pytest.mark.skipif(PDFLATEX is None, reason="pdflatex is not installed (apt-get install "
                                     "texlive-latex-base texlive-latex-recommended); CI installs it")
@@ -135,14 +134,14 @@ def assert_fits(log: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def published() -> Leaderboard:
-    """The published board (``iso-bench leaderboard leaderboards``), built once for the module."""
-    return build_leaderboard(read_results(LEADERBOARDS))
+def published(published_board) -> Leaderboard:
+    """The published board (``iso-bench leaderboard leaderboards/v2``), built once for the session."""
+    return published_board
 
 
 @needs_pdflatex
 def test_the_published_board_compiles_with_pdflatex(published: Leaderboard, tmp_path: Path) -> None:
-    document = render(published, "latex")  # what `iso-bench leaderboard leaderboards --format latex` writes
+    document = render(published, "latex")  # what `iso-bench leaderboard leaderboards/v2 --format latex` writes
     assert document.isascii()
     log = compile_latex(document, tmp_path / "document")
     assert_fits(log)

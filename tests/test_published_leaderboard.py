@@ -1,26 +1,40 @@
-"""The published leaderboard is what the reporter renders from the committed result files, byte for byte."""
+"""The published leaderboards are what the reporter renders from the committed result files, byte for byte:
+iso-bench v2's board (``leaderboards/``, from ``leaderboards/v2``) and v1's, kept beside it (``leaderboards/v1``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from iso_bench.report import write_leaderboard
+from iso_bench.report.plots import write_plots
+from iso_bench.report.tables import render_markdown
+from tests.conftest import LEADERBOARDS, V1_BOARD
 
-LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"
 
-
-def test_committed_leaderboard_renders_again_byte_for_byte(tmp_path: Path) -> None:
+def test_the_published_board_renders_again_byte_for_byte_and_opens_with_its_verdict(published_board,
+                                                                                      tmp_path: Path) -> None:
     committed = LEADERBOARDS / "leaderboard.md"
     assert committed.is_file(), "leaderboards/leaderboard.md is missing"
-    out = tmp_path / "leaderboard.md"  # the same file name, so the plot links come out the same
-    written = write_leaderboard(LEADERBOARDS, out)
-    assert out.read_bytes() == committed.read_bytes()
-    assert [p.name for p in written[1:]] == sorted(p.name for p in LEADERBOARDS.glob("leaderboard-*.png"))
+    plots = write_plots(published_board, tmp_path, "leaderboard")  # the same stem, so the links come out the same
+    text = render_markdown(published_board, plots)
+    assert text == committed.read_text(encoding="utf-8")
+    assert sorted(plots.values()) == sorted(p.name for p in LEADERBOARDS.glob("leaderboard-*.png"))
+    assert "iso-bench v2" in text.split("\n## ", 1)[0]
+    assert text.split("\n## ")[1].startswith("Verdict\n")  # the first section: the answer
+
+
+def test_the_v1_board_renders_again_byte_for_byte_from_its_own_folder(tmp_path: Path) -> None:
+    out = tmp_path / "leaderboard.md"
+    written = write_leaderboard(V1_BOARD, out)
+    assert out.read_bytes() == (V1_BOARD / "leaderboard.md").read_bytes()
+    assert [p.name for p in written[1:]] == sorted(p.name for p in V1_BOARD.glob("leaderboard-*.png"))
+    assert "Benchmark: iso-bench v1," in out.read_text(encoding="utf-8")
 
 
 def test_committed_plots_are_linked_and_present() -> None:
-    text = (LEADERBOARDS / "leaderboard.md").read_text(encoding="utf-8")
-    links = [line[line.index("](") + 2 : -1] for line in text.splitlines() if line.startswith("![")]
-    assert links, "the leaderboard links no plot"
-    for link in links:
-        assert (LEADERBOARDS / link).is_file(), link
+    for folder in (LEADERBOARDS, V1_BOARD):
+        text = (folder / "leaderboard.md").read_text(encoding="utf-8")
+        links = [line[line.index("](") + 2 : -1] for line in text.splitlines() if line.startswith("![")]
+        assert links, f"{folder}: the leaderboard links no plot"
+        for link in links:
+            assert (folder / link).is_file(), link

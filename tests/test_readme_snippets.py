@@ -24,11 +24,11 @@ import iso_bench.cli as cli
 import iso_bench.cli.arguments as cli_arguments
 from tests.report_helpers import small_case
 
-from .conftest import MINILM, SHARED_DATA
+from .conftest import MINILM, PUBLISHED_RESULTS, SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[1]
 READMES = (ROOT / "README.md", ROOT / "leaderboards" / "README.md")
-PUBLISHED = ROOT / "leaderboards"
+PUBLISHED = ROOT / "leaderboards"  # the published board; its results are PUBLISHED_RESULTS / "results"
 SHELL = {"python3", "python", "pip", "export", "bash", "."}  # what else a bash block may run: parsed, not run
 
 
@@ -137,8 +137,9 @@ def test_the_readme_commands_that_can_run_here_run(checkout: Path, any_device: N
 
 
 def test_the_published_folders_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """leaderboards/README.md: the run as a dry-run finds the published results of all-MiniLM-L6-v2 without any
-    data; the two leaderboard commands, run in a copy, write the committed files byte for byte."""
+    """leaderboards/README.md: the run (one part of the regeneration: all-MiniLM-L6-v2 fitted on test texts) as
+    a dry-run finds that part's published results without any data; the two leaderboard commands, run in a
+    copy, write the committed files byte for byte."""
     from huggingface_hub import snapshot_download
 
     argv = iso_bench_commands(READMES[1])
@@ -150,12 +151,13 @@ def test_the_published_folders_commands_run(tmp_path: Path, monkeypatch: pytest.
         snapshot_download(MINILM, local_files_only=True)
     except Exception:  # noqa: BLE001
         pytest.skip(f"{MINILM} is not in the Hugging Face cache")
-    plan = run_main([*(a.replace("DATA", str(SHARED_DATA)) for a in runs[0]), "--dry-run"])
-    minilm = [line for line in plan.splitlines() if line.startswith(MINILM)]  # a task: "STS12  [iso-bench v1]"
+    placeholders = {"DATA": str(SHARED_DATA), "MODEL": MINILM, "SETTING": "task"}
+    plan = run_main([*(placeholders.get(a, a) for a in runs[0]), "--dry-run"])
+    minilm = [line for line in plan.splitlines() if line.startswith(MINILM)]  # a task: "STS12  [iso-bench v2]"
     done = [int(re.search(r"\s(\d+)/\d+\s", line).group(1)) for line in minilm]
-    assert len(minilm) == 17 and sum(done) == 337  # of 340: 3 failed
-    (tmp_path / "leaderboards").mkdir()
-    (tmp_path / "leaderboards" / "results").symlink_to(PUBLISHED / "results")
+    assert len(minilm) == 19 and sum(done) == 396  # of 399: 3 failed (cluster-pca's isotropy, seeds 2-4)
+    (tmp_path / "leaderboards" / "v2").mkdir(parents=True)
+    (tmp_path / "leaderboards" / "v2" / "results").symlink_to(PUBLISHED_RESULTS / "results")
     monkeypatch.chdir(tmp_path)
     for board in boards:
         run_main(board)
@@ -174,17 +176,18 @@ def test_every_python_snippet_compiles_and_the_result_cache_ones_load_the_publis
         compile(b.text, f"{b.readme.name}:{b.line}", "exec")
     readers = [b for b in snippets if "ResultCache(" in b.text and "load_results(" in b.text]
     assert {b.readme for b in readers} == set(READMES)
-    (tmp_path / "results").symlink_to(PUBLISHED)  # README.md reads the user's ./results: here, the published one
+    (tmp_path / "results").symlink_to(PUBLISHED_RESULTS)  # README.md reads the user's ./results: the published one
+    published = [p for p in (PUBLISHED_RESULTS / "results").rglob("*.json") if p.name != "model_meta.json"]
     for b in readers:
         monkeypatch.chdir(ROOT if b.readme == READMES[1] else tmp_path)
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             exec(compile(b.text, f"{b.readme.name}:{b.line}", "exec"), {})  # noqa: S102 - the README's own code
         printed = out.getvalue().splitlines()
-        if b.readme == READMES[1]:
-            assert printed == ["677"], printed  # every published result file
+        if b.readme == READMES[1]:  # every published result file, as the snippet's comment says
+            assert printed == [str(len(published))] == re.findall(r"# (\d+)$", b.text, re.M), printed
         else:
-            assert len(printed) == 677 and all(re.match(r"sentence-transformers/all-\S+\+\S+ ", p) for p in printed)
+            assert len(printed) == len(published) and all(re.match(r"\S+/\S+\+\S+ ", p) for p in printed)
 
 
 @pytest.mark.slow
@@ -221,8 +224,8 @@ def test_the_json_and_shell_snippets_are_what_they_say() -> None:
 
 
 # ---- paths ------------------------------------------------------------------------------------------------
-RUNTIME = re.compile(r"^(~/|<cache>/|<results>/grid/|\./results$|\.\./shared$|submission/)")  # folders a run makes
-RESULTS = re.compile(r"^(DIR|\./results|results|<model>)")  # under a --results folder, or mteb's ResultCache
+RUNTIME = re.compile(r"^(~/|<cache>/|<results>/grid/|\./results$|\.\./shared$|submission/|models/)")  # made by a run
+RESULTS = re.compile(r"^(DIR|\./results|results|<model>|v2/results)")  # under a --results folder, or mteb's ResultCache
 
 
 def inline_paths(readme: Path) -> list[str]:
@@ -235,8 +238,9 @@ def inline_paths(readme: Path) -> list[str]:
 def published_glob(readme: Path, path: str) -> str:
     """A documented results path as a glob over the published folder (a ``--results`` folder), ``<x>`` and
     ``...`` matching anything. README.md names the ``--results`` folder first (``DIR``, ``./results``; a path
-    from ``<model>`` is under mteb's cache's ``results/``); leaderboards/README.md is in the published folder."""
-    if readme == READMES[0]:
+    from ``<model>`` is under mteb's cache's ``results/``); leaderboards/README.md is in the published folder,
+    its results under ``v2/``."""
+    if readme == READMES[0]:  # relative to the published results folder
         path = "results/" + path if path.startswith("<model>") else re.sub(r"^(\./results|DIR|results)/", "", path)
     return re.sub(r"<[^>]+>", "*", path).replace("...", "**")
 
@@ -246,10 +250,11 @@ def test_every_path_exists_or_matches_the_published_layout(readme: Path) -> None
     checked = 0
     for path in inline_paths(readme):
         if RUNTIME.match(path) or re.fullmatch(r"[\w.-]+/[\w.-]+(\+[\w=.,-]+)?", path) and "+" in path or path in (
-                MINILM, "sentence-transformers/all-mpnet-base-v2"):
+                MINILM, "sentence-transformers/all-mpnet-base-v2", "local/static-all-MiniLM-L6-v2"):
             continue  # made by a run; a model or variant name
         if RESULTS.match(path):
-            assert any(PUBLISHED.glob(published_glob(readme, path))), path  # as the published results lie
+            base = PUBLISHED_RESULTS if readme == READMES[0] else PUBLISHED
+            assert any(base.glob(published_glob(readme, path))), path  # as the published results lie
         elif path.startswith("<dir>/"):
             if SHARED_DATA.is_dir():
                 shown = path.replace("<dir>/", "").replace("{STS,SICK}", "STS")
