@@ -105,6 +105,21 @@ def test_a_number_that_is_not_finite_and_zero_flow_steps_are_refused_when_the_sp
         method_spec(spec)
 
 
+@pytest.mark.parametrize("spec", ["whiten-eps=1e300", "softdecay-alpha=0.0000000000000000000000000000000000000001"])
+def test_a_value_too_long_to_name_a_result_folder_is_refused_when_the_spec_is_parsed(spec: str) -> None:
+    """1e300 written positionally is 301 digits: the variant's result folder could not be made (a file name has
+    at most 255 bytes). The spec is refused with the parameter named, never an OSError from deep in a run."""
+    from iso_bench.cli import method_spec
+
+    key = spec.split("-", 1)[1].split("=")[0]
+    says = rf"{key}=\S+\.\.\. is \d+ characters written out; .* at most 40 are allowed"
+    with pytest.raises(MethodError, match=f"^method '[^']{{1,83}}': {says}"):  # the spec shortened where long
+        make_method(spec)
+    with pytest.raises(argparse.ArgumentTypeError, match=says):
+        method_spec(spec)
+    assert make_method("whiten-eps=0.00000000000000000001")[0].spec == "whiten-eps=0.00000000000000000001"  # 22
+
+
 def _numeric_params() -> list[tuple[type, str]]:
     """(method class, parameter) for every parameter of every registered method that holds a number."""
     import typing

@@ -128,6 +128,11 @@ class Method:
             values = value if isinstance(value, (tuple, list)) else (value,)
             if any(isinstance(v, (float, np.floating)) and not math.isfinite(v) for v in values):
                 self._refuse(f"{key} must be a finite number, got {_format_value(value)}")
+            written = _format_value(value)
+            if len(written) > MAX_VALUE_CHARS:
+                self._refuse(f"{key}={written[:12]}... is {len(written)} characters written out; a value names the "
+                             f"variant and its result folder, so at most {MAX_VALUE_CHARS} are allowed: give a "
+                             "number whose decimal form is shorter (between 1e-30 and 1e30)")
         if dim is not None and dim < 1:
             self._refuse(f"input vectors need at least 1 dimension, got {dim}")
 
@@ -146,7 +151,9 @@ class Method:
         return f"the fewest from which {self.name} learns what it estimates", ""
 
     def _refuse(self, problem: str) -> typing.NoReturn:
-        raise MethodError(f"method {self.spec!r}: {problem}")
+        spec = self.spec
+        shown = spec if len(spec) <= 2 * MAX_VALUE_CHARS else spec[:MAX_VALUE_CHARS] + "..."
+        raise MethodError(f"method {shown!r}: {problem}")
 
     def _check_fit_input(self, X: np.ndarray, *, float64: bool = True) -> np.ndarray:
         """What every ``fit`` does first: validate ``X`` (:meth:`_check_input`), check the parameters
@@ -301,6 +308,11 @@ class Method:
                 f"method {self.spec!r} was fitted on {self.dim_}-d vectors but got {X.shape[1]}-d vectors"
             )
         return X
+
+
+MAX_VALUE_CHARS = 40
+"""The longest a parameter's value may be written out in a spec: the spec names the variant's result folder,
+and a file name has at most 255 bytes (``whiten-eps=1e300`` is 301 digits positionally)."""
 
 
 def _format_value(value: Any) -> str:
