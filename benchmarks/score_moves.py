@@ -2,7 +2,7 @@
 (seed 0, into a fresh results folder) and each main score compared with the reference's for the same variant,
 setup and task.
 
-    python benchmarks/score_moves.py --data-dir ../shared/data [--reference leaderboards] [--cache-dir DIR]
+    python benchmarks/score_moves.py --data-dir ../shared/data [--reference leaderboards/v2] [--cache-dir DIR]
 
 Prints one row per variant (largest move over the tasks, in points, i.e. main score x 100) and the largest move
 overall. Pass a warm ``--cache-dir`` to skip the encode; fits are then taken from it too if it holds them (a
@@ -43,7 +43,7 @@ def main_scores(folder: Path, model: str) -> dict[tuple[str, str, str], float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--reference", default=str(Path(__file__).resolve().parents[1] / "leaderboards"))
+    parser.add_argument("--reference", default=str(Path(__file__).resolve().parents[1] / "leaderboards" / "v2"))
     parser.add_argument("--data-dir", default=os.environ.get("ISO_BENCH_DATA_DIR"))
     parser.add_argument("--cache-dir")
     parser.add_argument("--threads", type=int)
