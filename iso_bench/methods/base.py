@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from iso_bench.methods.values import MAX_VALUE_CHARS, format_value
 from iso_bench.numerics.linalg import Moments, segment_sums
 from iso_bench.registry import IsoBenchError, Registry
 
@@ -105,8 +106,8 @@ class Method:
         for key in self.spec_args:
             if key not in changed:
                 break
-            parts.append(_format_value(changed.pop(key)))
-        parts += [f"{k}={_format_value(v)}" for k, v in changed.items()]
+            parts.append(format_value(changed.pop(key)))
+        parts += [f"{k}={format_value(v)}" for k, v in changed.items()]
         return "-".join(parts)
 
     def __repr__(self) -> str:
@@ -127,8 +128,8 @@ class Method:
         for key, value in self.get_params().items():
             values = value if isinstance(value, (tuple, list)) else (value,)
             if any(isinstance(v, (float, np.floating)) and not math.isfinite(v) for v in values):
-                self._refuse(f"{key} must be a finite number, got {_format_value(value)}")
-            written = _format_value(value)
+                self._refuse(f"{key} must be a finite number, got {format_value(value)}")
+            written = format_value(value)
             if len(written) > MAX_VALUE_CHARS:
                 self._refuse(f"{key}={written[:12]}... is {len(written)} characters written out; a value names the "
                              f"variant and its result folder, so at most {MAX_VALUE_CHARS} are allowed: give a "
@@ -308,22 +309,6 @@ class Method:
                 f"method {self.spec!r} was fitted on {self.dim_}-d vectors but got {X.shape[1]}-d vectors"
             )
         return X
-
-
-MAX_VALUE_CHARS = 40
-"""The longest a parameter's value may be written out in a spec: the spec names the variant's result folder,
-and a file name has at most 255 bytes (``whiten-eps=1e300`` is 301 digits positionally)."""
-
-
-def _format_value(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        # positional, never "1e-05": a "-" would split the spec
-        return np.format_float_positional(value, trim="-")
-    return str(value)
 
 
 def _param_kinds(cls: type) -> dict[str, type]:
