@@ -23,6 +23,40 @@ def test_the_published_board_renders_again_byte_for_byte_and_opens_with_its_verd
     assert text.split("\n## ")[1].startswith("Verdict\n")  # the first section: the answer
 
 
+ENCODERS = ("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2",
+            "local/static-all-MiniLM-L6-v2")
+
+
+def _score(section, task: str, label: str) -> float:
+    """The main score of the row labelled ``label`` in the column of ``task`` of a model's section."""
+    for table in section.tables:
+        keys = [c.key for c in table.columns]
+        if task in keys:
+            [row] = [r for r in table.rows if r.label == label]
+            return row.cells[keys.index(task)].value
+    raise AssertionError(f"{section.title}: no column {task}")
+
+
+def test_the_published_board_answers_for_its_encoders_task_types_and_settings(published_board) -> None:
+    """Every encoder on the board has Banking77Classification and SciFact columns and rows fitted in both
+    settings; the static encoder's whitened vectors beat its raw ones on STSBenchmark, the contrastive MiniLM's
+    do not; the verdict names each encoder."""
+    sections = {s.title: s for s in published_board.sections}
+    present = [m for m in ENCODERS if m in sections]
+    assert ENCODERS[0] in present and ENCODERS[2] in present, sorted(sections)
+    for model in present:
+        section = sections[model]
+        keys = {c.key for t in section.tables for c in t.columns}
+        assert {"STSBenchmark", "Banking77Classification", "SciFact", "WiC", "WSD-ALL"} <= keys, model
+        labels = {r.label for t in section.tables for r in t.rows}
+        assert {"whiten [fitted on test texts]", "whiten [fitted on held-out texts]", "raw"} <= labels, model
+    static, minilm = sections[ENCODERS[2]], sections[ENCODERS[0]]
+    assert _score(static, "STSBenchmark", "whiten [fitted on test texts]") > _score(static, "STSBenchmark", "raw")
+    assert _score(minilm, "STSBenchmark", "whiten [fitted on test texts]") < _score(minilm, "STSBenchmark", "raw")
+    verdict = (LEADERBOARDS / "leaderboard.md").read_text(encoding="utf-8").split("## Verdict", 1)[1].split("\n## ")[0]
+    assert all(f"- {model}, " in verdict for model in present)
+
+
 def test_the_v1_board_renders_again_byte_for_byte_from_its_own_folder(tmp_path: Path) -> None:
     out = tmp_path / "leaderboard.md"
     written = write_leaderboard(V1_BOARD, out)
