@@ -382,3 +382,24 @@ def test_listed_columns_give_the_rows_values_at_once_and_nothing_else_changes() 
     assert listed.with_format("arrow")["score"].to_pylist() == [1.0, 4.0, 2.25]  # other formats: datasets' own
     assert type(instances.listed_columns(picked.with_format("numpy"))) is Dataset
     assert instances.listed_columns({"score": [1]}) == {"score": [1]}
+
+
+def test_a_classification_tasks_splits_are_each_listed_and_mtebs_undersampling_picks_the_same_rows() -> None:
+    """A DatasetDict (a classification task's training and evaluated splits) comes back with each split listed:
+    labels read at once, the same values, and mteb's undersampling of the training split selects the same rows
+    from it as from the plain split."""
+    import mteb
+    from datasets import Dataset, DatasetDict
+
+    train = Dataset.from_dict({"text": [f"t{i}" for i in range(40)], "label": [i % 3 for i in range(40)]})
+    test = Dataset.from_dict({"text": ["x", "y"], "label": [2, 0]})
+    listed = instances.listed_columns(DatasetDict({"train": train, "test": test}))
+    assert type(listed) is DatasetDict and list(listed) == ["train", "test"]
+    assert listed["test"]["label"] == [2, 0] and isinstance(listed["train"]["label"], list)
+    assert listed["train"]["label"] == list(train["label"]) and len(listed["train"]) == 40
+    task = mteb.get_task("Banking77Classification")
+    task.samples_per_label = 4
+    for experiment in range(3):
+        _, _, plain = task._undersample_data(train, experiment)
+        _, _, fast = task._undersample_data(listed["train"], experiment)
+        assert fast == plain and len(plain) == 12  # 4 of each of the 3 labels
