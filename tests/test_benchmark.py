@@ -7,8 +7,16 @@ import subprocess
 import sys
 import types
 
-from iso_bench.results.benchmark import (DEFAULT_METHODS, NAME, V1, bibtex, current_definition, definition,
-                                        definition_sha256, result_record)
+from iso_bench.results.benchmark import (
+    DEFAULT_METHODS,
+    NAME,
+    V1,
+    bibtex,
+    current_definition,
+    definition,
+    definition_sha256,
+    result_record,
+)
 
 V1_SHA256 = "853d756f7d4b9dc7242d806b5eb0ebf3c06d76bbc67d28b991df3638903ba9fa"  # as the v1 boards print it
 V2_SHA256 = "3bf93169cd50f0ce1d9a068aab93b653c458301db64bf15690332f5ac738ae58"  # as the v2 results record it

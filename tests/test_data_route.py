@@ -18,9 +18,8 @@ import pytest
 from iso_bench.report import build_leaderboard, read_results, render_markdown
 from iso_bench.report.results import LeaderboardError
 
-from .conftest import MINILM, small_mirror
+from .conftest import MINILM, V1_BOARD, small_mirror
 
-V1_BOARD = Path(__file__).resolve().parents[1] / "leaderboards" / "v1"  # v1's results, in an older layout
 REPO, FOLDER = "mteb/sts12-sts", "sts12-sts"
 
 

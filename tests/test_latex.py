@@ -133,15 +133,9 @@ def assert_fits(log: str) -> None:
     assert not wide, wide
 
 
-@pytest.fixture(scope="module")
-def published(published_board) -> Leaderboard:
-    """The published board (``iso-bench leaderboard leaderboards/v2``), built once for the session."""
-    return published_board
-
-
 @needs_pdflatex
-def test_the_published_board_compiles_with_pdflatex(published: Leaderboard, tmp_path: Path) -> None:
-    document = render(published, "latex")  # what `iso-bench leaderboard leaderboards/v2 --format latex` writes
+def test_the_published_board_compiles_with_pdflatex(published_board: Leaderboard, tmp_path: Path) -> None:
+    document = render(published_board, "latex")  # what `iso-bench leaderboard leaderboards/v2 --format latex` writes
     assert document.isascii()
     log = compile_latex(document, tmp_path / "document")
     assert_fits(log)
@@ -149,9 +143,9 @@ def test_the_published_board_compiles_with_pdflatex(published: Leaderboard, tmp_
     # the provenance of every table after its float, outside any float
     floats = re.sub(r"\\begin\{table\}.*?\\end\{table\}", "", document, flags=re.S)
     assert document.count("Provenance of Table") == floats.count("Provenance of Table") == sum(
-        len(s.tables) for s in published.sections)
+        len(s.tables) for s in published_board.sections)
     # the fragment, put in a document with the packages its comment names
-    fragment = render(published, "latex", fragment=True)
+    fragment = render(published_board, "latex", fragment=True)
     needs = re.findall(r"\\usepackage\{\w+\}", fragment.splitlines()[0])
     wrapper = "\n".join(["\\documentclass[a4paper]{article}", "\\usepackage[margin=2cm]{geometry}", *needs,
                          "\\begin{document}", fragment, "\\end{document}"])

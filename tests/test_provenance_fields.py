@@ -13,9 +13,9 @@ from iso_bench.encoder import _learned_summary
 from iso_bench.methods import make_method, method_names
 from iso_bench.report import read_results
 from iso_bench.report.provenance import provenance
+from tests.conftest import LEADERBOARDS
 from tests.report_helpers import write_result
 
-LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"
 SPECS = {"cluster-pca": "cluster-pca-2-1"}  # few vectors: 2 clusters of 1 direction, fitted whole
 # what the line says of the 2 constant dimensions of 16, by what each method records
 SAID = {"whiten": "; 14 of 16 directions kept (2 without variance dropped)",

@@ -127,9 +127,9 @@ class Method:
         """
         for key, value in self.get_params().items():
             values = value if isinstance(value, (tuple, list)) else (value,)
-            if any(isinstance(v, (float, np.floating)) and not math.isfinite(v) for v in values):
-                self._refuse(f"{key} must be a finite number, got {format_value(value)}")
             written = format_value(value)
+            if any(isinstance(v, (float, np.floating)) and not math.isfinite(v) for v in values):
+                self._refuse(f"{key} must be a finite number, got {written}")
             if len(written) > MAX_VALUE_CHARS:
                 self._refuse(f"{key}={written[:12]}... is {len(written)} characters written out; a value names the "
                              f"variant and its result folder, so at most {MAX_VALUE_CHARS} are allowed: give a "
