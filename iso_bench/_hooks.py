@@ -68,6 +68,9 @@ def _install_result_hook() -> None:
     from iso_bench.mteb_plugin import install_result_hook  # lazily: registering waits for mteb's import
 
     install_result_hook()
+    from iso_bench.results.submission import install_submitted_reader  # lazily: it wraps mteb's ResultCache
+
+    install_submitted_reader()
 
 
 def _register_benchmark() -> None:

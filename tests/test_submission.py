@@ -89,16 +89,16 @@ def test_load_results_reads_back_exactly_each_variants_results(submitted: tuple[
 
     from iso_bench.results.submission import submitted_meta
 
-    _, out = submitted
+    results, out = submitted
     shutil.copytree(out, tmp_path / "results")  # a ResultCache reads <cache>/results/<model>/...
     cache = mteb.ResultCache(tmp_path)
     seen = {}
     for method in ("whiten", "flow"):
-        meta = submitted_meta(mteb.get_model_meta(f"{MINILM}+{method}"))
-        assert meta.experiment_name == EXPERIMENTS[method]
-        loaded = cache.load_results(models=[meta], include_remote=False, load_experiments="match_kwargs")
+        registered = mteb.get_model_meta(f"{MINILM}+{method}")  # the name iso-bench registers for running
+        assert submitted_meta(registered).experiment_name == EXPERIMENTS[method]
+        loaded = cache.load_results(models=[registered], include_remote=False, load_experiments="match_kwargs")
         [model] = loaded.model_results
-        assert model.experiment_name == EXPERIMENTS[method]
+        assert model.model_name == MINILM and model.experiment_name == EXPERIMENTS[method]
         assert sorted(r.task_name for r in model.task_results) == sorted(TASKS)
         seen[method] = {r.task_name: r.get_score() for r in model.task_results}
         kwargs = {"post_processing": method, "fit_corpus": "task", **({"seed": 0} if method == "flow" else {})}
@@ -110,9 +110,22 @@ def test_load_results_reads_back_exactly_each_variants_results(submitted: tuple[
                                .read_text())["scores"]["test"][0]
             assert entry["iso_bench"]["variant"]["method"] == method
     assert seen["whiten"] != seen["flow"]
+    other_seed = mteb.get_model_meta(f"{MINILM}+flow", experiment_kwargs={"fit_corpus": "task", "seed": 1})
+    assert cache.load_results(models=[other_seed], include_remote=False).model_results == []  # not submitted
+    [raw] = cache.load_results(models=[mteb.get_model_meta(f"{MINILM}+raw")], include_remote=False).model_results
+    assert raw.model_name == MINILM and raw.experiment_name is None  # raw is the base model's own result
     [own] = cache.load_results(models=[mteb.get_model_meta(MINILM)], include_remote=False,
                                load_experiments="no_experiments").model_results
     assert own.experiment_name is None and sorted(r.task_name for r in own.task_results) == sorted(TASKS)
+    assert {r.task_name: r.get_score() for r in raw.task_results} == {r.task_name: r.get_score()
+                                                                      for r in own.task_results}
+    # the run's own folder answers to the same meta: both places a variant's results can be
+    run_cache = tmp_path / "run"
+    shutil.copytree(results, run_cache / "results")
+    [ran] = mteb.ResultCache(run_cache).load_results(models=[mteb.get_model_meta(f"{MINILM}+whiten")],
+                                                     include_remote=False).model_results
+    assert ran.model_name == f"{MINILM}+whiten"
+    assert {r.task_name: r.get_score() for r in ran.task_results} == seen["whiten"]
 
 
 def test_digests_verify_where_a_reader_finds_them(submitted: tuple[Path, Path]) -> None:

@@ -16,6 +16,10 @@ Left out, each kind with one line: iso-bench's own tasks (mteb does not register
 implement (the repository's CI refuses them), and files other than result JSON (per-instance units, run
 settings).
 
+A variant's registered ``ModelMeta`` reads its submitted results back: with iso-bench imported,
+``mteb.ResultCache(folder).load_results(models=[meta], load_experiments="match_kwargs")`` matches a variant
+both where a run wrote it and where a submission put it (:func:`install_submitted_reader`).
+
 Example:
     >>> made = write_submission("results", "submission")                                  # doctest: +SKIP
     >>> meta = mteb.get_model_meta("sentence-transformers/all-MiniLM-L6-v2+whiten")           # doctest: +SKIP
@@ -118,6 +122,44 @@ def submitted_meta(meta: Any) -> Any:
                               "of the models mteb implements only")
     kwargs = submission_kwargs(spec, meta.experiment_kwargs)
     return base.model_copy(update={"revision": meta.revision or base.revision, "experiment_kwargs": kwargs or None})
+
+
+def install_submitted_reader() -> None:
+    """Make mteb's ``ResultCache`` find an iso-bench variant's submitted results by the variant's own
+    ``ModelMeta``: under ``load_experiments="match_kwargs"`` (mteb's default), a variant's meta also matches the
+    folder :func:`submitted_meta` names (its base model, revision and experiment), beside the folder its run
+    wrote (``<model>+<spec>``). mteb selects result folders by ``(model name, revision, experiment name)``; the
+    wrapper adds the submitted triple of each variant to the ones asked for and changes nothing else. Under
+    "match_name" or "no_experiments" the experiment is not part of the match, so the base model's triple would
+    bring in other setups' results: there a variant matches its run's folders only. Idempotent."""
+    from mteb.cache import ResultCache  # lazily: mteb takes seconds to import
+    from mteb.cache.result_cache import LoadExperimentEnum
+    from mteb.models.model_meta import ModelMeta
+
+    original = ResultCache.__dict__["_filter_paths_by_model_and_revision"]
+    select = original.__func__ if isinstance(original, staticmethod) else original
+    if getattr(select, "iso_bench_hook", False):
+        return
+
+    def by_model_and_revision(paths: Any, models: Any = None, load_experiments: Any = None) -> Any:
+        if models and load_experiments is LoadExperimentEnum.MATCH_KWARGS:
+            models = list(models)
+            if isinstance(models[0], ModelMeta):
+                models += [m for m in map(_submitted_or_none, models) if m is not None]
+        return select(paths, models=models, load_experiments=load_experiments)
+
+    by_model_and_revision.iso_bench_hook = True  # type: ignore[attr-defined]
+    ResultCache._filter_paths_by_model_and_revision = staticmethod(by_model_and_revision)
+
+
+def _submitted_or_none(meta: Any) -> Any:
+    """:func:`submitted_meta` of an iso-bench variant whose base model mteb implements; None for any other."""
+    if SEPARATOR not in (meta.name or ""):
+        return None
+    try:
+        return submitted_meta(meta)
+    except IsoBenchError:  # not a variant's spec, or a base model mteb does not implement
+        return None
 
 
 def _submittable_tasks() -> set[str]:
