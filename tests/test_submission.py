@@ -183,3 +183,24 @@ def test_an_occupied_output_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "out" / "x").write_text("")
     with pytest.raises(SubmissionError, match="not an empty folder"):
         write_submission(tmp_path, tmp_path / "out")
+
+
+def test_the_published_v2_results_are_a_submission_the_repository_accepts(tmp_path: Path) -> None:
+    """``iso-bench submission`` on the committed v2 results: every result of an mteb task and an mteb model is
+    written (raw as the base model's own, the rest as experiments), and the results repository's suite passes."""
+    from tests.conftest import PUBLISHED_RESULTS
+
+    if not CHECK.is_file():
+        pytest.skip(f"{CHECK} is not here")
+    out = tmp_path / "submission"
+    made = write_submission(PUBLISHED_RESULTS, out)
+    own = {"WiC", "WSD-ALL", "Isotropy-STSB"}
+    assert own <= made.tasks_left_out and "local/static-all-MiniLM-L6-v2" in made.models_left_out
+    left_out = {m.replace("/", "__") for m in made.models_left_out}
+    results = PUBLISHED_RESULTS / "results"
+    expected = [p for p in results.rglob("*.json") if p.name != "model_meta.json" and p.stem not in
+                made.tasks_left_out and p.relative_to(results).parts[0].rpartition("+")[0] not in left_out]
+    written = [p for p in made.files if p.name != "model_meta.json"]
+    assert len(written) == len(expected) > 0
+    status, counts, output = _suite(out)
+    assert status == 0 and "failed" not in counts and counts.get("passed", 0) > 10, output[-3000:]
