@@ -12,6 +12,7 @@ runner writes into each result file.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import os
 import platform
@@ -29,7 +30,7 @@ from iso_bench._version import __version__
 from iso_bench.checks import one_blas_thread
 from iso_bench.data.fit_corpus import FIT_BUDGET, FIT_BUDGET_ENV, fit_budget  # noqa: F401 - named here too
 from iso_bench.data.provider import CorpusProvider
-from iso_bench.files import cache_not_written, folder_checksum, texts_digest
+from iso_bench.files import cache_not_written, dataset_record, texts_digest
 from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import Method, MethodError, canonical_spec, make_method
 from iso_bench.methods.base import fitting_on
@@ -37,7 +38,7 @@ from iso_bench.numerics import linalg
 from iso_bench.results.benchmark import result_record
 from iso_bench.results.instances import N_RESAMPLES, track
 from iso_bench.vectors.fit_cache import FOLDER as FIT_FOLDER
-from iso_bench.vectors.fit_cache import FitFileError, fit_key, key_name, load_fit, save_fit, set_aside
+from iso_bench.vectors.fit_cache import FitFileError, fit_key, jsonable, key_name, load_fit, save_fit, set_aside
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,9 @@ logger = logging.getLogger(__name__)
 FIT_BATCH = 16_384  # texts per batch of a streaming fit
 TOKEN_SHARE = 4  # a token-level fit reads at most fit_budget / 4 texts at once (25,000 by default); more stream
 TOKEN_BATCH_SHARE = 16  # a streaming token-level fit reads FIT_BATCH / 16 texts (1,024: 10^4 to 10^5 vectors) a time
-TRANSFORM_BATCH = 4096  # texts whose token vectors a token-level variant transforms and pools at a time
+FIT_VALUES = 1 << 28  # raw values (vectors x dim) over which a streaming method streams: 1 GiB of float32
+TRANSFORM_BATCH = 4096  # texts whose token vectors a token-level variant reads at a time
+TRANSFORM_TOKENS = 262_144  # token vectors (rows) it transforms and pools at a time, whole texts: O(block) memory
 TRANSFORM_ROWS = 16_384  # sentence vectors a variant transforms at a time (every STS task's column at once)
 
 
@@ -103,7 +106,7 @@ class _Variant:
         return canonical_spec(self.method_spec)
 
     def config(self) -> dict[str, Any]:
-        return {"method": self.spec, "params": _jsonable(self._prototype.get_params()),
+        return {"method": self.spec, "params": jsonable(self._prototype.get_params()),
                 "level": self.level, "fit_corpus": self.corpus.setting, "seed": self.seed}
 
     # ---- provenance ---------------------------------------------------------------------------------
@@ -125,7 +128,7 @@ class _Variant:
         """Remember the type and data source of a task being evaluated (from the metadata mteb hands over)."""
         name = task_metadata.name
         if name not in self._seen:
-            self._seen[name] = {"type": task_metadata.type, "data": _dataset_record(task_metadata.dataset)}
+            self._seen[name] = {"type": task_metadata.type, "data": dataset_record(task_metadata.dataset)}
 
     def provenance(self, task_name: str) -> dict[str, Any]:
         """The ``iso_bench`` record of this variant's result on ``task_name``: model, revision, extraction,
@@ -164,11 +167,9 @@ class _Variant:
                 if stored is None:
                     started, n_vectors = time.perf_counter(), 0
                     try:
-                        if method.streaming() and len(corpus.texts) > self._budget(level):  # batch by batch
-                            for X in self._fit_batches(corpus, level):
-                                method.partial_fit(X)
-                                n_vectors += len(X)
-                            method.finalize()
+                        streamed = self._stream_fit(method, corpus, level) if method.streaming() else None
+                        if streamed is not None:
+                            n_vectors = streamed
                         else:
                             X = self._fit_matrix(corpus, level)
                             n_vectors = len(X)
@@ -262,6 +263,25 @@ class _Variant:
                     if toks:
                         yield np.concatenate(toks, axis=0)
 
+    def _stream_fit(self, method: Method, corpus: Any, level: str) -> int | None:
+        """Fit a streaming method batch by batch when its corpus has more texts than the budget or more than
+        :data:`FIT_VALUES` raw values: the vectors fitted; None (nothing fitted) where one fit of it all does."""
+        batches, held, values = self._fit_batches(corpus, level), [], 0
+        if len(corpus.texts) <= self._budget(level):
+            for X in batches:
+                held.append(X)
+                values += X.size
+                if values > FIT_VALUES:
+                    break
+            else:
+                return None
+        n_vectors = 0
+        for X in itertools.chain(held, batches):
+            method.partial_fit(X)
+            n_vectors += len(X)
+        method.finalize()
+        return n_vectors
+
     def _fit_matrix(self, corpus: Any, level: str) -> np.ndarray:
         """The raw vectors of a fit corpus, each text encoded with its own prompt type (retrieval: queries
         and documents); sentence vectors, or every token vector stacked."""
@@ -314,10 +334,12 @@ class _Variant:
             if min(lengths, default=1) == 0:
                 empty = [batch[j] for j, n in enumerate(lengths) if n == 0][:3]
                 raise ValueError(f"texts without any non-special token cannot be pooled at token level: {empty!r}")
-            pooled = method.transform_means(np.concatenate(toks, axis=0), np.cumsum([0, *lengths[:-1]]))
-            if getattr(self.store.backbone.extraction, "normalize", False):
-                pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            parts.append(pooled.astype(np.float32))
+            for a, b in linalg.row_blocks(lengths, TRANSFORM_TOKENS):  # a method's float64 copies: a block's, not all
+                pooled = method.transform_means(np.concatenate(toks[a:b], axis=0),
+                                                np.cumsum([0, *lengths[a:b - 1]]))
+                if getattr(self.store.backbone.extraction, "normalize", False):
+                    pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+                parts.append(pooled.astype(np.float32))
         return np.concatenate(parts, axis=0) if parts else np.zeros((0, self.store.backbone.dim), np.float32)
 
     @_one_blas_thread
@@ -407,26 +429,6 @@ def describe_environment(device: str) -> dict[str, Any]:
             "transformers": version("transformers"), "mteb": version("mteb"),
             "platform": platform.platform(terse=True)}
 
-def _dataset_record(dataset: Any) -> dict[str, Any]:
-    """The data source of an mteb task from its metadata: a local mirror folder (with its checksum) or the hub."""
-    path, revision = str(dataset.get("path", "")), dataset.get("revision")
-    folder = Path(path)
-    if folder.is_dir():
-        return {"repo": path, "revision": revision, "source": "mirror", "path": str(folder.resolve()),
-                "sha256": folder_checksum(folder.resolve())}
-    return {"repo": path, "revision": revision, "source": "hub", "path": path, "sha256": None}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def _learned_summary(method: Method) -> dict[str, Any]:
     """Small learned facts worth citing (e.g. the clipped dimensions); never large arrays."""
     out = {}
@@ -434,7 +436,7 @@ def _learned_summary(method: Method) -> dict[str, Any]:
         if not key.endswith("_") or key.startswith("_"):
             continue
         if isinstance(value, (int, float, str, bool, np.integer, np.floating)):
-            out[key] = _jsonable(value)
+            out[key] = value.item() if isinstance(value, np.generic) else value
         elif isinstance(value, (list, tuple)) and len(value) <= 64 and all(
             isinstance(v, (int, np.integer)) for v in value
         ):

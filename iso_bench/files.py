@@ -286,3 +286,13 @@ def slug(text: str) -> str:
     ('sentence-transformers__all-MiniLM-L6-v2', 'tmp__my__model')
     """
     return re.sub(r"[^A-Za-z0-9._-]+", "__", text).strip("_") or "model"
+
+
+def dataset_record(dataset: Any) -> dict[str, Any]:
+    """The data source of an mteb task from its metadata: a local mirror folder (with its checksum) or the hub."""
+    path, revision = str(dataset.get("path", "")), dataset.get("revision")
+    folder = Path(path)
+    if folder.is_dir():
+        return {"repo": path, "revision": revision, "source": "mirror", "path": str(folder.resolve()),
+                "sha256": folder_checksum(folder.resolve())}
+    return {"repo": path, "revision": revision, "source": "hub", "path": path, "sha256": None}

@@ -151,6 +151,34 @@ def test_a_token_level_fit_over_its_budget_streams_every_text_or_samples(tmp_pat
     assert record["sample"] == 10 and record["fits"][0]["n_vectors"] == 50
 
 
+def test_a_corpus_within_its_text_budget_but_over_the_value_bound_streams(tmp_path, monkeypatch) -> None:
+    """Texts are a proxy for vectors: SciFact's 5,483 texts are within the token budget, but give 1.6 million
+    768-d token vectors, whose float64 copies in one fit outgrew 23 GB. A streaming method whose fit corpus has
+    more than FIT_VALUES raw values streams, fitting the same; under the bound it fits the whole matrix at once."""
+    from iso_bench.encoder import VariantEncoder
+
+    texts = _texts(30)  # 150 token vectors; the budget of 400 texts (100 at token level) holds every text
+    for bound, streams in ((10 ** 9, False), (40, True)):
+        variant, store = _variant("zipfian-whiten", texts, 400, tmp_path, monkeypatch)
+        monkeypatch.setattr("iso_bench.encoder.FIT_VALUES", bound)
+        stacked = []
+        with monkeypatch.context() as m:
+            whole_matrix = VariantEncoder._fit_matrix
+            m.setattr(VariantEncoder, "_fit_matrix",
+                      lambda *a, seen=stacked, matrix=whole_matrix: seen.append(1) or matrix(*a))
+            method = variant.fitted_method(None)
+        assert bool(stacked) is not streams, bound
+        record = variant.fit_records[variant.corpus(None).key]
+        assert "sample" not in record and record["fits"][0]["n_vectors"] == 150
+        whole = make_method("zipfian-whiten")[0].fit(np.concatenate(store.tokens(texts)))
+        probe = np.concatenate(store.tokens(texts[:5]))
+        a, b = method.transform(probe), whole.transform(probe)
+        if streams:
+            assert _relative(a @ a.T, b @ b.T) < 1e-10
+        else:
+            assert a.tobytes() == b.tobytes()  # the one fit of the whole matrix, as before
+
+
 def test_a_fit_corpus_over_the_budget_is_not_kept_between_fits(tmp_path, monkeypatch) -> None:
     from iso_bench.data.provider import CorpusProvider
 

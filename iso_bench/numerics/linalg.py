@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -198,3 +199,27 @@ class Moments:
         if self._scatter:
             self.scatter = self.scatter + scatter_b + np.outer(delta, delta) * (n_a * n_b / n)
         self.n = n
+
+
+def row_blocks(lengths: Sequence[int], limit: int) -> list[tuple[int, int]]:
+    """Consecutive texts ``[a, b)`` whose token vectors (``lengths`` rows each) make blocks of at most ``limit``
+    rows (a text longer than that is a block of its own), so that a token-level transform holds one block's
+    copies at a time. A block is never a single row where the texts have more: numpy multiplies one row by
+    ``gemv``, whose additions run in another order than ``gemm``'s, and a block's rows must come out as they
+    would in one product of all rows (a product's rows do not depend on which other rows it holds otherwise).
+
+    >>> row_blocks([3, 2, 4, 1], 5), row_blocks([5, 1], 5), row_blocks([1], 5)
+    ([(0, 2), (2, 4)], [(0, 2)], [(0, 1)])
+    """
+    blocks: list[tuple[int, int]] = []
+    start, rows = 0, 0
+    for i, n in enumerate(lengths):
+        if rows and rows + n > limit:
+            blocks.append((start, i))
+            start, rows = i, 0
+        rows += n
+    if start < len(lengths):
+        if rows < 2 and blocks:  # a last block of one row joins the one before it
+            start = blocks.pop()[0]
+        blocks.append((start, len(lengths)))
+    return blocks

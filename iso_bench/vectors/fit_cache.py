@@ -87,7 +87,7 @@ def fit_key(*, namespace: str, corpus: dict[str, Any], groups: list[dict[str, An
             level: str) -> dict[str, Any]:
     """Everything a fit depends on, as a JSON-able dict (see the module docstring)."""
     return {"format": FORMAT, "namespace": namespace, "corpus": corpus, "groups": groups,
-            "method": type(method).__name__, "params": _jsonable(method.get_params()), "level": level,
+            "method": type(method).__name__, "params": jsonable(method.get_params()), "level": level,
             "code": code_digest()}
 
 
@@ -223,11 +223,11 @@ def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, np.generic):
         return value.item()
     return value
