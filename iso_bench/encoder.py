@@ -268,6 +268,9 @@ class _Variant:
         :data:`FIT_VALUES` raw values: the vectors fitted; None (nothing fitted) where one fit of it all does."""
         batches, held, values = self._fit_batches(corpus, level), [], 0
         if len(corpus.texts) <= self._budget(level):
+            dim = getattr(getattr(self.store, "backbone", None), "dim", None)
+            if level == "sentence" and (dim is None or len(corpus.texts) * dim <= FIT_VALUES):
+                return None  # one vector per text: no need to read them to count
             for X in batches:
                 held.append(X)
                 values += X.size
