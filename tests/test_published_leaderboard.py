@@ -37,24 +37,31 @@ def _score(section, task: str, label: str) -> float:
     raise AssertionError(f"{section.title}: no column {task}")
 
 
+SETTINGS_IN = {ENCODERS[0]: ("test", "held-out"), ENCODERS[1]: ("test",), ENCODERS[2]: ("test", "held-out")}
+"""The fit settings each encoder's rows are in: the regeneration's parts that are committed (leaderboards/v2/README.md;
+all-mpnet-base-v2's held-out part, part 6, is the one not in yet)."""
+
+
 def test_the_published_board_answers_for_its_encoders_task_types_and_settings(published_board) -> None:
-    """Every encoder on the board has Banking77Classification and SciFact columns and rows fitted in both
-    settings; the static encoder's whitened vectors beat its raw ones on STSBenchmark, the contrastive MiniLM's
-    do not; the verdict names each encoder."""
+    """Every encoder on the board has Banking77Classification and SciFact columns and its fitted rows in the
+    settings whose parts are in; the static encoder's whitened vectors beat its raw ones on STSBenchmark, the
+    contrastive encoders' do not; the verdict names each encoder."""
     sections = {s.title: s for s in published_board.sections}
-    present = [m for m in ENCODERS if m in sections]
-    assert ENCODERS[0] in present and ENCODERS[2] in present, sorted(sections)
-    for model in present:
+    assert set(ENCODERS) <= set(sections), sorted(sections)
+    for model, settings in SETTINGS_IN.items():
         section = sections[model]
         keys = {c.key for t in section.tables for c in t.columns}
         assert {"STSBenchmark", "Banking77Classification", "SciFact", "WiC", "WSD-ALL"} <= keys, model
         labels = {r.label for t in section.tables for r in t.rows}
-        assert {"whiten [fitted on test texts]", "whiten [fitted on held-out texts]", "raw"} <= labels, model
-    static, minilm = sections[ENCODERS[2]], sections[ENCODERS[0]]
+        fitted = {label for label in labels if label.startswith("whiten [")}
+        assert "raw" in labels and fitted == {f"whiten [fitted on {s} texts]" for s in settings}, (model, fitted)
+    static = sections[ENCODERS[2]]
     assert _score(static, "STSBenchmark", "whiten [fitted on test texts]") > _score(static, "STSBenchmark", "raw")
-    assert _score(minilm, "STSBenchmark", "whiten [fitted on test texts]") < _score(minilm, "STSBenchmark", "raw")
+    for model in ENCODERS[:2]:
+        section = sections[model]
+        assert _score(section, "STSBenchmark", "whiten [fitted on test texts]") < _score(section, "STSBenchmark", "raw")
     verdict = (LEADERBOARDS / "leaderboard.md").read_text(encoding="utf-8").split("## Verdict", 1)[1].split("\n## ")[0]
-    assert all(f"- {model}, " in verdict for model in present)
+    assert all(f"- {model}, " in verdict for model in ENCODERS)
 
 
 def test_the_v1_board_renders_again_byte_for_byte_from_its_own_folder(tmp_path: Path) -> None:
