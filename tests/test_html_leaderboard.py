@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,11 @@ def test_the_published_page_works_on_a_phone_and_a_wide_screen(browser, screen: 
         browser.get_log("browser")  # what earlier pages logged
         browser.get((LEADERBOARDS / "index.html").as_uri())
         layout = browser.execute_script(LAYOUT)
+        for _ in range(40):  # a page of 2,000 results under a loaded machine: measured once it is laid out
+            if layout["averaging"] >= 5:
+                break
+            time.sleep(0.25)
+            layout = browser.execute_script(LAYOUT)
         assert layout["width"] == width and layout["document"] <= width, layout
         assert len(layout["means"]) == layout["averaging"] >= 5, layout  # both models' STS tables, the comparison
         assert all(0 <= left and right <= width for _, left, right in layout["means"]), layout["means"]
