@@ -167,11 +167,11 @@ class _Variant:
                 if stored is None:
                     started, n_vectors = time.perf_counter(), 0
                     try:
-                        streamed = self._stream_fit(method, corpus, level) if method.streaming() else None
+                        streamed, X = self._stream_fit(method, corpus, level) if method.streaming() else (None, None)
                         if streamed is not None:
                             n_vectors = streamed
                         else:
-                            X = self._fit_matrix(corpus, level)
+                            X = self._fit_matrix(corpus, level) if X is None else X
                             n_vectors = len(X)
                             if level == "token" and method.needs_token_types():
                                 method.fit(X, token_types=self._fit_token_types(corpus, n_vectors))
@@ -263,27 +263,29 @@ class _Variant:
                     if toks:
                         yield np.concatenate(toks, axis=0)
 
-    def _stream_fit(self, method: Method, corpus: Any, level: str) -> int | None:
+    def _stream_fit(self, method: Method, corpus: Any, level: str) -> tuple[int | None, np.ndarray | None]:
         """Fit a streaming method batch by batch when its corpus has more texts than the budget or more than
-        :data:`FIT_VALUES` raw values: the vectors fitted; None (nothing fitted) where one fit of it all does."""
+        :data:`FIT_VALUES` raw values: ``(vectors fitted, None)``. Else nothing is fitted: ``(None, the corpus's
+        matrix)`` where its token vectors were read to count them (the rows of :meth:`_fit_matrix`, in its
+        order), ``(None, None)`` where they were not."""
         batches, held, values = self._fit_batches(corpus, level), [], 0
         if len(corpus.texts) <= self._budget(level):
             dim = getattr(getattr(self.store, "backbone", None), "dim", None)
             if level == "sentence" and (dim is None or len(corpus.texts) * dim <= FIT_VALUES):
-                return None  # one vector per text: no need to read them to count
+                return None, None  # one vector per text: no need to read them to count
             for X in batches:
                 held.append(X)
                 values += X.size
                 if values > FIT_VALUES:
                     break
             else:
-                return None
+                return None, (np.concatenate(held, axis=0) if held else None)
         n_vectors = 0
         for X in itertools.chain(held, batches):
             method.partial_fit(X)
             n_vectors += len(X)
         method.finalize()
-        return n_vectors
+        return n_vectors, None
 
     def _fit_matrix(self, corpus: Any, level: str) -> np.ndarray:
         """The raw vectors of a fit corpus, each text encoded with its own prompt type (retrieval: queries
@@ -439,7 +441,7 @@ def _learned_summary(method: Method) -> dict[str, Any]:
         if not key.endswith("_") or key.startswith("_"):
             continue
         if isinstance(value, (int, float, str, bool, np.integer, np.floating)):
-            out[key] = value.item() if isinstance(value, np.generic) else value
+            out[key] = jsonable(value)
         elif isinstance(value, (list, tuple)) and len(value) <= 64 and all(
             isinstance(v, (int, np.integer)) for v in value
         ):

@@ -151,23 +151,35 @@ def test_a_token_level_fit_over_its_budget_streams_every_text_or_samples(tmp_pat
     assert record["sample"] == 10 and record["fits"][0]["n_vectors"] == 50
 
 
+def _recording(function, seen: list, what, many: bool = False):
+    """``function``, noting ``what(args)`` of each call in ``seen`` (each item of it with ``many``)."""
+    def recorded(*args, **kwargs):
+        (seen.extend if many else seen.append)(what(args))
+        return function(*args, **kwargs)
+    return recorded
+
+
 def test_a_corpus_within_its_text_budget_but_over_the_value_bound_streams(tmp_path, monkeypatch) -> None:
     """Texts are a proxy for vectors: SciFact's 5,483 texts are within the token budget, but give 1.6 million
     768-d token vectors, whose float64 copies in one fit outgrew 23 GB. A streaming method whose fit corpus has
-    more than FIT_VALUES raw values streams, fitting the same; under the bound it fits the whole matrix at once."""
-    from iso_bench.encoder import VariantEncoder
-
+    more than FIT_VALUES raw values streams, fitting the same; under the bound it fits the whole matrix at once.
+    Either way each text's token vectors are read once: the ones read to count them are the ones fitted."""
     texts = _texts(30)  # 150 token vectors; the budget of 400 texts (100 at token level) holds every text
     for bound, streams in ((10 ** 9, False), (40, True)):
         variant, store = _variant("zipfian-whiten", texts, 400, tmp_path, monkeypatch)
         monkeypatch.setattr("iso_bench.encoder.FIT_VALUES", bound)
-        stacked = []
+        prototype = type(make_method("zipfian-whiten")[0])
+        calls, read = {"fit": [], "partial_fit": []}, []
         with monkeypatch.context() as m:
-            whole_matrix = VariantEncoder._fit_matrix
-            m.setattr(VariantEncoder, "_fit_matrix",
-                      lambda *a, seen=stacked, matrix=whole_matrix: seen.append(1) or matrix(*a))
+            for name, seen in calls.items():
+                m.setattr(prototype, name, _recording(getattr(prototype, name), seen, lambda args: len(args[1])))
+            m.setattr(store, "tokens", _recording(store.tokens, read, lambda args: args[0], many=True))
             method = variant.fitted_method(None)
-        assert bool(stacked) is not streams, bound
+        assert sorted(read) == sorted(texts), bound  # every text once
+        if streams:
+            assert calls["fit"] == [] and sum(calls["partial_fit"]) == 150
+        else:
+            assert calls == {"fit": [150], "partial_fit": []}
         record = variant.fit_records[variant.corpus(None).key]
         assert "sample" not in record and record["fits"][0]["n_vectors"] == 150
         whole = make_method("zipfian-whiten")[0].fit(np.concatenate(store.tokens(texts)))

@@ -136,7 +136,9 @@ def install_submitted_reader() -> None:
     from mteb.cache.result_cache import LoadExperimentEnum
     from mteb.models.model_meta import ModelMeta
 
-    original = ResultCache.__dict__["_filter_paths_by_model_and_revision"]
+    original = ResultCache.__dict__.get("_filter_paths_by_model_and_revision")
+    if original is None:  # an mteb that selects result folders another way: its own reading, unchanged
+        return
     select = original.__func__ if isinstance(original, staticmethod) else original
     if getattr(select, "iso_bench_hook", False):
         return
