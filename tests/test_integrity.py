@@ -120,6 +120,17 @@ def test_a_variant_result_is_written_with_mtebs_own_bytes(tmp_path: Path, varian
     assert sorted(p.name for p in ours.iterdir()) == ["STSBenchmark.json", "model_meta.json", "run_settings.jsonl"]
 
 
+def test_model_meta_lists_training_datasets_in_one_order() -> None:
+    """mteb lists a meta's ``training_datasets`` (a set) in the process's hash order, so the same variant's
+    ``model_meta.json`` changed bytes from run to run; iso-bench writes the names sorted, all of them."""
+    from iso_bench.mteb_plugin import variant_meta
+
+    meta = variant_meta("sentence-transformers/all-mpnet-base-v2", "whiten", experiment={"fit_corpus": "task"})
+    names = json.loads(meta_text(meta))["training_datasets"]
+    assert len(names) > 2 and names == sorted(meta.to_dict()["training_datasets"])
+    assert set(names) == meta.training_datasets
+
+
 @pytest.mark.slow
 def test_minilm_raw_on_the_mirror_round_trips(tmp_path: Path, minilm_backbone, vector_cache) -> None:
     import mteb

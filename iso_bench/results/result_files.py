@@ -213,8 +213,13 @@ def result_text(task_result: Any) -> str:
 
 
 def meta_text(meta: Any) -> str:
-    """The ``model_meta.json`` of ``meta``, in the form ``ResultCache.save_to_cache`` writes it."""
-    return json.dumps(meta.to_dict(), default=str, indent=4)
+    """The ``model_meta.json`` of ``meta``, in the form ``ResultCache.save_to_cache`` writes it, except that
+    ``training_datasets`` (a set, which mteb lists in the process's hash order) is sorted: the same meta gives
+    the same bytes in every run."""
+    record = meta.to_dict()
+    if isinstance(meta.training_datasets, (set, frozenset)):
+        record["training_datasets"] = sorted(meta.training_datasets)
+    return json.dumps(record, default=str, indent=4)
 
 
 def write_result(cache: Any, task_result: Any, meta: Any, encode_kwargs: Any = None) -> Path:
