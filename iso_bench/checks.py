@@ -58,6 +58,14 @@ def check_results_dir(path: str | Path, flag: str = "--results") -> Path:
     return folder
 
 
+def check_seeds(seeds: Sequence[int], flag: str = "--seed") -> None:
+    """Refuse a seed that numpy's generators do not take (a negative one) before any work, naming it."""
+    bad = [s for s in seeds if not isinstance(s, int) or isinstance(s, bool) or s < 0]
+    if bad:
+        raise InputError(f"{flag} {bad[0]}: a seed is a whole number >= 0 (numpy's generators take no negative "
+                         "seed); e.g. --seed 0")
+
+
 # ---- device and threads --------------------------------------------------------------------------------
 def check_device(device: str | None) -> str | None:
     """``device`` unchanged when this machine has it (``cpu``, ``cuda``, ``cuda:N``, ``mps``), else

@@ -13,7 +13,8 @@ Unset (always, outside tests) a point costs one dictionary lookup.
 
 ``ISO_BENCH_FULL_DISK=<folder>`` makes the disk under ``folder`` full: every whole-file write there
 (:func:`iso_bench.files.replacing`, which every write of a result, a units file, a cache shard or a fit goes
-through) fails with ``ENOSPC``, after ``ISO_BENCH_FULL_DISK_AFTER`` (default 0) such writes succeeded.
+through, and the writes of an export's and a submission's folder) fails with ``ENOSPC``, after
+``ISO_BENCH_FULL_DISK_AFTER`` (default 0) such writes succeeded.
 
 Example:
     >>> fault_point("encode")   # nothing happens unless ISO_BENCH_FAULT=encode

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import errno
+import glob
 import hashlib
 import json
 import logging
@@ -86,6 +87,27 @@ def remove_stale_temporaries(folder: Path, stale_after: float = STALE_AFTER) -> 
                 tmp.unlink()
                 gone.append(tmp)
         except FileNotFoundError:  # renamed into place or removed meanwhile by the write that made it
+            pass
+    return gone
+
+
+def remove_stale_temporary_folders(folder: Path, name: str, stale_after: float = STALE_AFTER) -> list[Path]:
+    """Delete the temporary folders beside ``folder / name`` that a whole-folder write (an export, a submission)
+    left when its writer died: directories ``.<name>@<host>@<pid>-*`` (with or without ``.tmp``), judged as
+    :func:`remove_stale_temporaries` judges files. Only those of ``name``: nothing else in ``folder`` is
+    touched. Returns what was deleted."""
+    gone = []
+    here = host_name()
+    for tmp in Path(folder).glob(f"{glob.escape('.' + name)}@*@*-*"):
+        host, pid = _writer(tmp.name)
+        try:
+            if not tmp.is_dir() or tmp.is_symlink() or pid is None:
+                continue
+            stale = not _alive(pid) if host == here else time.time() - tmp.stat().st_mtime > stale_after
+            if stale:
+                shutil.rmtree(tmp)
+                gone.append(tmp)
+        except FileNotFoundError:  # renamed into place or removed meanwhile by its writer
             pass
     return gone
 
@@ -241,6 +263,82 @@ def folder_checksum(folder: Path) -> str:
 def folder_revision(folder: Path) -> str:
     """``local-<SHA-1>`` of a local model folder's files, used as its revision."""
     return "local-" + _folder_hash(folder, hashlib.sha1(), b"")  # noqa: S324 - a name, not a security measure
+
+
+MANIFEST = "iso_bench_manifest.json"
+"""The file in a folder iso-bench wrote whole (an export) that lists every other file of it with its SHA-256."""
+
+
+class ManifestError(IsoBenchError, ValueError):
+    """A folder whose files are not those its manifest lists (changed, missing, or added)."""
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in chunks."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_manifest(folder: Path) -> dict[str, str]:
+    """List every file under ``folder`` (relative posix path -> SHA-256) in its :data:`MANIFEST`; returns it."""
+    folder = Path(folder)
+    files = {p.relative_to(folder).as_posix(): file_sha256(p) for p in sorted(folder.rglob("*"))
+             if p.is_file() and p.name != MANIFEST}
+    (folder / MANIFEST).write_text(json.dumps({"files": files}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return files
+
+
+def read_manifest(folder: Path) -> dict[str, str] | None:
+    """The files :func:`write_manifest` listed in ``folder``; None when it has no readable manifest."""
+    try:
+        files = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8")).get("files")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    ok = isinstance(files, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
+    return files if ok else None
+
+
+def manifest_differences(folder: Path, files: dict[str, str]) -> dict[str, list[str]]:
+    """What in ``folder`` differs from ``files`` (its manifest): ``changed`` (bytes that are not the listed
+    SHA-256), ``missing`` (listed, not there) and ``unexpected`` (there, not listed: files, links, folders that
+    hold no listed file), each a sorted list of relative paths."""
+    folder = Path(folder)
+    listed_dirs = {parent.as_posix() for name in files for parent in Path(name).parents if parent != Path(".")}
+    changed, missing, unexpected = [], [], []
+    for name, digest in sorted(files.items()):
+        path = folder / name
+        if path.is_symlink() or not path.is_file():
+            missing.append(name)
+        elif file_sha256(path) != digest:
+            changed.append(name)
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if rel == MANIFEST or (rel in files and path.is_file() and not path.is_symlink()):
+            continue
+        if path.is_dir() and not path.is_symlink() and rel in listed_dirs:
+            continue
+        unexpected.append(rel + ("/" if path.is_dir() and not path.is_symlink() else ""))
+    return {"changed": changed, "missing": missing, "unexpected": unexpected}
+
+
+def verify_manifest(folder: Path) -> list[str]:
+    """Check every file :data:`MANIFEST` lists in ``folder`` against its SHA-256; raise :class:`ManifestError`
+    naming those changed or missing (and saying what to do). Returns the files there that it does not list."""
+    files = read_manifest(folder)
+    if files is None:
+        raise ManifestError(f"{folder}: no readable {MANIFEST}, so its files cannot be checked (an export of an "
+                            "earlier version, or not an iso-bench export): export it again")
+    found = manifest_differences(folder, files)
+    bad = [f"{name} (changed: its SHA-256 is not the recorded one)" for name in found["changed"]]
+    bad += [f"{name} (missing)" for name in found["missing"]]
+    if bad:
+        raise ManifestError(f"{folder}: {len(bad)} of its {len(files)} files differ from its {MANIFEST}: "
+                            f"{'; '.join(bad[:5])}{'; ...' * (len(bad) > 5)}. The folder was changed after it was "
+                            "written: do not use it; export it again")
+    return found["unexpected"]
 
 
 def read_lines(path: Path, error: type[Exception]) -> list[str]:

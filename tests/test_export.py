@@ -5,13 +5,16 @@ The round trips on the real all-MiniLM-L6-v2 are in tests/test_export_minilm.py.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from iso_bench.cli import main
+from iso_bench.export import build
 from iso_bench.export.build import ExportError, check_output, dense_modules, parse_fit_corpus, parse_variant
+from iso_bench.files import write_manifest
 from iso_bench.methods import make_method
 from iso_bench.methods.contract import anisotropic
 
@@ -72,19 +75,100 @@ def test_variant_and_fit_corpus_are_parsed(tmp_path) -> None:
         parse_variant("whiten+")
 
 
+def _earlier_export(folder: Path) -> Path:
+    """A folder as an export leaves it: a few files in subfolders, and the manifest listing them."""
+    (folder / "3_Dense").mkdir(parents=True)
+    (folder / "iso_bench_transform.json").write_text("{}", encoding="utf-8")
+    (folder / "3_Dense" / "model.safetensors").write_bytes(bytes(range(256)))
+    write_manifest(folder)
+    return folder
+
+
 def test_the_output_may_be_new_empty_or_an_earlier_export(tmp_path) -> None:
     assert check_output(tmp_path / "new") == tmp_path / "new"
     (tmp_path / "empty").mkdir()
     assert check_output(tmp_path / "empty") == tmp_path / "empty"
-    earlier = tmp_path / "earlier"
-    earlier.mkdir()
-    (earlier / "iso_bench_transform.json").write_text("{}", encoding="utf-8")
+    earlier = _earlier_export(tmp_path / "earlier")
     with pytest.raises(ExportError, match="not empty"):
         check_output(earlier)
     assert check_output(earlier, overwrite=True) == earlier
     (tmp_path / "file").write_text("x", encoding="utf-8")
     with pytest.raises(ExportError, match="is a file"):
         check_output(tmp_path / "file", overwrite=True)
+
+
+def test_overwrite_never_deletes_a_file_the_export_did_not_write(tmp_path, capsys, monkeypatch) -> None:
+    """A record file alone does not make a folder an export: the user's thesis.tex beside it is named and kept;
+    so is one added to a real export (by its manifest), or an exported file changed since."""
+    import iso_bench.export.build as build
+
+    monkeypatch.setattr(build, "load_backbone", lambda *a, **k: pytest.fail("the model was loaded"))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a cat sat on the mat\nthe river bank\n", encoding="utf-8")
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "iso_bench_transform.json").write_text("{}", encoding="utf-8")
+    (fake / "thesis.tex").write_text("precious", encoding="utf-8")
+    argv = ["export", f"{MINILM}+zscore", "--fit-corpus", str(corpus), "-o", str(fake), "--overwrite"]
+    assert "not an iso-bench export (no readable iso_bench_manifest.json)" in _error_line(capsys, argv)
+    assert (fake / "thesis.tex").read_text(encoding="utf-8") == "precious"
+    earlier = _earlier_export(tmp_path / "earlier")
+    (earlier / "thesis.tex").write_text("precious", encoding="utf-8")
+    (earlier / "3_Dense" / "notes").mkdir()
+    argv[-2] = str(earlier)
+    line = _error_line(capsys, argv)
+    assert "the folder holds others: 3_Dense/notes/, thesis.tex; move them out" in line
+    (earlier / "thesis.tex").unlink()
+    (earlier / "3_Dense" / "notes").rmdir()
+    (earlier / "iso_bench_transform.json").write_text('{"edited": 1}', encoding="utf-8")
+    assert "iso_bench_transform.json (changed since the export)" in _error_line(capsys, argv)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "earlier", "fake"]
+
+
+def test_an_unwritable_output_or_a_negative_seed_is_one_line_before_any_work(tmp_path, capsys, monkeypatch) -> None:
+    import iso_bench.export.build as build
+
+    monkeypatch.setattr(build, "load_backbone", lambda *a, **k: pytest.fail("the model was loaded"))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a cat sat on the mat\nthe river bank\n", encoding="utf-8")
+    line = _error_line(capsys, ["export", f"{MINILM}+zscore", "--fit-corpus", str(corpus), "-o", "/proc/isob"])
+    assert line.startswith("iso-bench: error: -o /proc/isob: cannot write in /proc (")
+    line = _error_line(capsys, ["export", f"{MINILM}+cluster-pca", "--fit-corpus", str(corpus), "-o",
+                                str(tmp_path / "out"), "--seed", "-5"])
+    assert line == ("iso-bench: error: --seed -5: a seed is a whole number >= 0 (numpy's generators take no "
+                    "negative seed); e.g. --seed 0")
+    line = _error_line(capsys, ["run", "--methods", "cluster-pca", "--tasks", "STS12", "--seeds", "0", "-5",
+                                "--results", str(tmp_path / "results")])
+    assert line.startswith("iso-bench: error: --seeds -5: a seed is a whole number >= 0")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]  # no results folder, no output
+
+
+def test_a_symlink_output_is_written_through_and_the_link_kept(tmp_path) -> None:
+    real = _earlier_export(tmp_path / "real")
+    link = tmp_path / "link"
+    link.symlink_to("real")
+    assert check_output(link, overwrite=True) == real
+    folder = tmp_path / "new-export"
+    folder.mkdir()
+    (folder / "modules.json").write_text("[]", encoding="utf-8")
+    build._replace(folder, check_output(link, overwrite=True))
+    assert link.is_symlink() and os.readlink(link) == "real" and (real / "modules.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]  # no stray temporary folder or link
+
+
+def test_verify_checks_every_file_of_the_manifest(tmp_path, capsys) -> None:
+    folder = _earlier_export(tmp_path / "export")
+    assert main(["export", "--verify", str(folder)]) == 0
+    assert "every file its iso_bench_manifest.json lists has its recorded SHA-256" in capsys.readouterr().out
+    weights = folder / "3_Dense" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[100] ^= 0x01
+    weights.write_bytes(bytes(data))
+    line = _error_line(capsys, ["export", "--verify", str(folder)])
+    assert "1 of its 2 files differ from its iso_bench_manifest.json: 3_Dense/model.safetensors (changed" in line
+    assert "export it again" in line
+    line = _error_line(capsys, ["export", "--verify", str(tmp_path)])
+    assert "no readable iso_bench_manifest.json" in line
 
 
 # ---- Dense modules of an affine map ------------------------------------------------------------------------

@@ -221,7 +221,8 @@ def test_a_dense_export_loads_and_encodes_where_iso_bench_cannot_be_imported(fit
 
 def test_the_export_command_fits_on_a_task_and_replaces_an_earlier_export(fitted, tmp_path, capsys) -> None:
     """``iso-bench export MODEL+SPEC --fit-corpus task:NAME -o DIR`` as the README writes it; run again it
-    refuses the existing folder, and with --overwrite replaces it whole."""
+    refuses the existing folder, and with --overwrite replaces it whole, but only while it holds nothing the
+    export did not write: a file added to it is named and kept."""
     from sentence_transformers import SentenceTransformer
 
     from iso_bench.cli import main
@@ -240,6 +241,69 @@ def test_the_export_command_fits_on_a_task_and_replaces_an_earlier_export(fitted
     got = SentenceTransformer(str(out), device="cpu").encode(list(corpus.texts)[:5])
     np.testing.assert_allclose(got, X - store.sentences(list(corpus.texts)).astype(np.float64).mean(0), atol=1e-5)
     assert main(argv) == 2 and "exists and is not empty" in capsys.readouterr().err
-    (out / "stale").write_text("from the earlier export", encoding="utf-8")
+    (out / "notes.txt").write_text("the user's", encoding="utf-8")
+    assert main([*argv, "--overwrite"]) == 2
+    assert "the folder holds others: notes.txt; move them out" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "the user's"
+    (out / "notes.txt").unlink()
+    (out / "1_Pooling" / "config.json").unlink()  # a file of the export gone: still the export's folder
     assert main([*argv, "--overwrite"]) == 0
-    assert not (out / "stale").exists() and (out / "modules.json").is_file()
+    assert (out / "1_Pooling" / "config.json").is_file() and main(["export", "--verify", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["minilm-center"]  # nothing temporary left beside it
+
+
+def test_a_flipped_byte_in_the_dense_weights_fails_verify_and_loading(fitted, tmp_path, capsys) -> None:
+    """The Dense layer's weights changed by one bit: ``export --verify`` and iso-bench's loading of the folder
+    refuse it in one line naming the file."""
+    import shutil
+
+    from iso_bench.cli import main
+    from iso_bench.vectors.loader import load_backbone
+
+    folder = tmp_path / "whiten"
+    shutil.copytree(fitted[2]["whiten"][1], folder)
+    assert main(["export", "--verify", str(folder)]) == 0
+    weights = next(folder.glob("*_Dense/model.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-7] ^= 0x40  # a float32 of the matrix
+    weights.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert main(["export", "--verify", str(folder)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    rel = weights.relative_to(folder).as_posix()
+    assert len(err) == 1 and f"{rel} (changed: its SHA-256 is not the recorded one)" in err[0], err
+    with pytest.raises(IsoBenchError, match=f"{rel} \\(changed"):
+        load_backbone(str(folder), device="cpu")
+
+
+@pytest.mark.parametrize("how", ["tmpfs", "injected"])
+def test_an_export_onto_a_full_disk_is_one_line_and_leaves_nothing(fitted, tmp_path, capsys, how) -> None:
+    """The model's weights do not fit (a 64 kB tmpfs: safetensors' own error; or ENOSPC injected at the first
+    write): one ``iso-bench: error:`` line, no folder and no temporary folder left."""
+    import subprocess
+
+    from iso_bench.cli import main
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    env = {}
+    if how == "tmpfs":
+        if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+                                               capture_output=True, check=False).returncode:
+            pytest.skip("cannot mount a tmpfs here; the injected case covers it")
+    else:
+        env = {"ISO_BENCH_FULL_DISK": str(disk)}
+    try:
+        os.environ.update(env)
+        argv = ["export", f"{MINILM}+center", "--fit-corpus", "task:STSBenchmark", "-o", str(disk / "out"),
+                "--data-dir", str(SHARED_DATA), "--cache-dir", str(fitted[3]), "--no-progress"]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("iso-bench: error: "), err
+        assert ("cannot write the model's weights" if how == "tmpfs" else "No space left on device") in err[0]
+        assert str(disk / "out") in err[0] and list(disk.iterdir()) == []
+    finally:
+        for key in env:
+            os.environ.pop(key)
+        if how == "tmpfs":
+            subprocess.run(["umount", str(disk)], check=False)

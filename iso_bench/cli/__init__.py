@@ -26,14 +26,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from iso_bench._version import __version__
-from iso_bench.checks import check_results_dir, set_threads
+from iso_bench.checks import check_results_dir, check_seeds, set_threads
 from iso_bench.cli.arguments import device_name, method_spec, positive_int, seconds  # noqa: F401 - named here too
 from iso_bench.cli.console import Terminated, console, terminate_as_interrupt
 from iso_bench.cli.submission import add_submission
 from iso_bench.data.fit_corpus import read_text_file, task_texts
 from iso_bench.data.sources import get_task
-from iso_bench.export import export
-from iso_bench.files import remove_empty_folders, written_to
+from iso_bench.export import ExportError, export
+from iso_bench.files import MANIFEST, remove_empty_folders, verify_manifest, written_to
 from iso_bench.grid.engines import make_engine
 from iso_bench.grid.grid import run_grid
 from iso_bench.grid.plan import reproduce_command
@@ -98,19 +98,23 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
                          "Dense modules, others as an iso-bench module), and iso_bench_transform.npz/.json (the "
                          "transform as plain arrays and its fit record). Load it with SentenceTransformer(DIR).")
     exp.set_defaults(func=cmd_export, network=True)
-    exp.add_argument("variant", metavar="MODEL+SPEC", help="the base model (hub id or local folder), '+', a method "
-                     "spec, e.g. sentence-transformers/all-MiniLM-L6-v2+whiten")
-    exp.add_argument("--fit-corpus", required=True, metavar="FILE|task:NAME",
+    exp.add_argument("variant", metavar="MODEL+SPEC", nargs="?", help="the base model (hub id or local folder), "
+                     "'+', a method spec, e.g. sentence-transformers/all-MiniLM-L6-v2+whiten")
+    exp.add_argument("--fit-corpus", metavar="FILE|task:NAME",
                      help="a text file (one text per line), task:NAME (the task's texts, as `iso-bench run` fits on "
-                     "them) or train:NAME (its training split)")
-    exp.add_argument("-o", "--output", required=True, metavar="DIR", help="the folder to write (new or empty)")
-    exp.add_argument("--overwrite", action="store_true", help="replace DIR when it holds an earlier export")
+                     "them) or train:NAME (its training split); required with MODEL+SPEC")
+    exp.add_argument("-o", "--output", metavar="DIR", help="the folder to write (new or empty; a symlink to a "
+                     "folder is followed: the folder it points to is written, the link kept); required with MODEL+SPEC")
+    exp.add_argument("--overwrite", action="store_true", help="replace DIR when it holds an earlier export and "
+                     "nothing else (the files its iso_bench_manifest.json lists, unchanged)")
+    exp.add_argument("--verify", metavar="DIR", help="check an exported folder instead: the SHA-256 of every file "
+                     "its iso_bench_manifest.json lists (iso-bench also checks them whenever it loads the folder)")
     exp.add_argument("--revision", help="model revision (default: the one mteb pins, else the latest)")
     exp.add_argument("--data-dir", help="data directory for task:NAME (env ISO_BENCH_DATA_DIR)")
     exp.add_argument("--cache-dir", help="raw-vector cache (env ISO_BENCH_CACHE, default ~/.cache/iso_bench)")
     exp.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: cuda when available)")
     exp.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
-    exp.add_argument("--seed", type=int, default=0, help="seed of the fitted method (default: 0)")
+    exp.add_argument("--seed", type=int, default=0, help="seed of the fitted method, >= 0 (default: 0)")
     exp.add_argument("--threads", type=positive_int, metavar="N", help="CPU threads for torch (env ISO_BENCH_THREADS)")
     exp.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (off by default)")
     exp.add_argument("--no-progress", action="store_true", help="hide progress bars (model loading's too)")
@@ -172,7 +176,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                      help="keep token vectors in the cache for tasks of at most N texts (env "
                      "ISO_BENCH_TOKEN_CACHE_TEXTS; default: 100000): a larger task's token vectors are computed "
                      "when a token-level variant needs them and not kept; scores do not change")
-    run.add_argument("--seed", type=int, default=0, help="seed of the fitted methods (default: 0)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the fitted methods, >= 0 (default: 0)")
     run.add_argument("--seeds", type=int, nargs="+", metavar="S",
                      help="replicates: run each variant with randomness (flow, cluster-pca, a sampled fit corpus) once "
                      "per seed; the leaderboard shows mean ± standard deviation across them (overrides --seed)")
@@ -282,6 +286,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         threads=args.threads, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
         command=reproduce_command(args, args.model[0]),
     )
+    check_seeds([args.seed, *(args.seeds or ())], "--seeds" if args.seeds else "--seed")
     results, existed = Path(args.results).expanduser(), Path(args.results).expanduser().exists()
     try:
         if len(args.model) > 1 or args.engine != "local" or args.dry_run:
@@ -359,7 +364,20 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Fit one variant and write it as a sentence-transformers model folder; say how to load it."""
+    """Fit one variant and write it as a sentence-transformers model folder; say how to load it. With
+    ``--verify DIR``: check an exported folder's files against its manifest instead."""
+    if args.verify:
+        if args.variant or args.output:
+            raise ExportError("--verify DIR checks an exported folder: give it alone, without MODEL+SPEC or -o")
+        extra = verify_manifest(Path(args.verify))
+        also = f"; not listed, so not checked: {', '.join(extra[:8])}{', ...' * (len(extra) > 8)}" if extra else ""
+        print(f"{args.verify}: every file its {MANIFEST} lists has its recorded SHA-256{also}")
+        return 0
+    missing = [flag for flag, value in (("MODEL+SPEC", args.variant), ("--fit-corpus", args.fit_corpus),
+                                        ("-o", args.output)) if not value]
+    if missing:
+        raise ExportError(f"export needs {', '.join(missing)}: e.g. iso-bench export "
+                          f"{DEFAULT_MODEL}+whiten --fit-corpus task:STSBenchmark -o minilm-whiten (or --verify DIR)")
     set_threads(args.threads)
     record = export(args.variant, args.fit_corpus, args.output, data_dir=args.data_dir, cache_dir=args.cache_dir,
                     device=args.device, seed=args.seed, batch_size=args.batch_size, revision=args.revision,

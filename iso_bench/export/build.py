@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import tempfile
@@ -39,10 +40,18 @@ from typing import Any
 import numpy as np
 
 from iso_bench._version import __version__
-from iso_bench.checks import check_methods, output_dims, token_vectors_unavailable
+from iso_bench.checks import check_methods, check_seeds, output_dims, token_vectors_unavailable
 from iso_bench.data.fit_corpus import HELD_OUT, TASK, TRAIN
 from iso_bench.data.provider import CorpusProvider
-from iso_bench.files import temporary_name
+from iso_bench.faults import check_space
+from iso_bench.files import (
+    MANIFEST,
+    manifest_differences,
+    read_manifest,
+    remove_stale_temporary_folders,
+    temporary_name,
+    write_manifest,
+)
 from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import Method, make_method
 from iso_bench.registry import IsoBenchError, did_you_mean
@@ -101,19 +110,45 @@ def check_task(name: str) -> None:
 
 
 def check_output(output: str | Path, overwrite: bool = False) -> Path:
-    """The output folder, when it can be written: absent, empty, or (``overwrite``) an earlier export, which is
-    replaced only once the new one is complete. A folder with other files is never replaced."""
-    target = Path(output).expanduser()
+    """The folder to write for ``-o output``, checked before any work: absent, empty, or (``overwrite``) an earlier
+    export holding only the files its manifest lists (:data:`iso_bench.files.MANIFEST`), unchanged; it is
+    replaced only once the new one is complete. A folder holding anything else is never replaced: the refusal
+    names what it holds. A symlink is followed: the folder it points to is written, the link kept. A place that
+    cannot be written (a read-only or virtual file system) is refused here too."""
+    given = Path(output).expanduser()
+    target = Path(os.path.realpath(given)) if given.is_symlink() else given
     if target.exists() and not target.is_dir():
         raise ExportError(f"-o {output}: is a file; give a folder (new, empty, or an earlier export with --overwrite)")
     if target.is_dir() and any(target.iterdir()):
         if not overwrite:
             raise ExportError(f"-o {output}: the folder exists and is not empty; choose a new folder, or pass "
                               "--overwrite to replace an earlier export")
-        if not (target / RECORD).is_file():
-            raise ExportError(f"-o {output}: holds files that are not an iso-bench export (no {RECORD}); "
+        files = read_manifest(target)
+        if files is None:
+            raise ExportError(f"-o {output}: holds files that are not an iso-bench export (no readable {MANIFEST}); "
                               "--overwrite replaces only an earlier export, so choose a new or empty folder")
+        found = manifest_differences(target, files)
+        if found["unexpected"] or found["changed"]:
+            named = [*found["unexpected"], *(f"{n} (changed since the export)" for n in found["changed"])]
+            raise ExportError(f"-o {output}: --overwrite replaces only the files an earlier export wrote, and the "
+                              f"folder holds others: {', '.join(named[:8])}{', ...' * (len(named) > 8)}; move them "
+                              "out or choose another folder")
+    _check_writable(target, output)
     return target
+
+
+def _check_writable(target: Path, output: str | Path) -> None:
+    """A temporary folder can be made where ``target``'s will be (its nearest existing parent folder)."""
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ExportError(f"-o {output}: {parent} is a file, not a folder; give a folder you can write to")
+    try:
+        Path(tempfile.mkdtemp(dir=parent, prefix=temporary_name(target))).rmdir()
+    except OSError as exc:
+        raise ExportError(f"-o {output}: cannot write in {parent} ({exc.strerror or exc}); give a folder you can "
+                          "write to") from None
 
 
 def export(variant: str, fit_corpus: str, output: str | Path, *, data_dir: str | Path | None = None,
@@ -123,6 +158,7 @@ def export(variant: str, fit_corpus: str, output: str | Path, *, data_dir: str |
     """Fit the variant ``MODEL+SPEC`` on ``fit_corpus`` (``task:NAME``, ``train:NAME`` or a text file) and write
     it to the folder ``output`` (see the module docstring); returns the fit record. Every input is checked
     before the model loads: the spec, the fit corpus, the output folder."""
+    check_seeds([seed])
     model, spec = parse_variant(variant)
     _, level = make_method(spec)
     setting, task = parse_fit_corpus(fit_corpus)
@@ -171,15 +207,26 @@ def export_variant(encoder: Any, task_name: str | None, output: str | Path, *,
     modules, how, arrays = post_processing(method, encoder.level, backbone)
     record = fit_record(encoder, task_name, method, how)
     target.parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(dir=target.parent, prefix=temporary_name(target)))
+    remove_stale_temporary_folders(target.parent, target.name)  # those a killed export left
+    folder = Path(tempfile.mkdtemp(dir=target.parent, prefix=temporary_name(target), suffix=".tmp"))
     try:
-        st.save(str(folder), create_model_card=False)
-        append_modules(folder, modules)
-        from iso_bench.export.module import write_state  # lazily: it imports torch
+        try:
+            check_space(folder)  # tests: a full disk (ISO_BENCH_FULL_DISK)
+            st.save(str(folder), create_model_card=False)
+            append_modules(folder, modules)
+            from iso_bench.export.module import write_state  # lazily: it imports torch
 
-        record["state"] = write_state(method, folder / STEM, arrays)
-        (folder / RECORD).write_text(json.dumps(record, indent=2, default=_plain) + "\n", encoding="utf-8")
-        (folder / "README.md").write_text(model_card(record, target.name), encoding="utf-8")
+            record["state"] = write_state(method, folder / STEM, arrays)
+            (folder / RECORD).write_text(json.dumps(record, indent=2, default=_plain) + "\n", encoding="utf-8")
+            (folder / "README.md").write_text(model_card(record, target.name), encoding="utf-8")
+            write_manifest(folder)
+        except OSError as exc:  # said for the folder asked for, not for the temporary one
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
+        except Exception as exc:
+            if type(exc).__name__ != "SafetensorError":
+                raise
+            raise ExportError(f"-o {output}: cannot write the model's weights ({exc}); free space there or choose "
+                              "another folder, then run the same command again") from None
         _replace(folder, target)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -305,7 +352,7 @@ def _replace(folder: Path, target: Path) -> None:
     if not target.exists():
         folder.rename(target)
         return
-    old = Path(tempfile.mkdtemp(dir=target.parent, prefix=temporary_name(target)))
+    old = Path(tempfile.mkdtemp(dir=target.parent, prefix=temporary_name(target), suffix=".tmp"))
     old.rmdir()
     target.rename(old)
     folder.rename(target)

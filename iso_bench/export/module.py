@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from sentence_transformers.base.modules import Module
 
+from iso_bench.files import MANIFEST, verify_manifest
 from iso_bench.methods import Method, make_method
 from iso_bench.vectors.fit_cache import pack_state, unpack_state
 
@@ -145,6 +146,9 @@ class PostProcessing(Module):
              cache_folder: str | None = None, revision: str | None = None, local_files_only: bool = False,
              **kwargs: Any) -> PostProcessing:
         """The module saved in ``subfolder`` of a local folder or hub repository, with its fitted method."""
+        root = Path(model_name_or_path)
+        if root.is_dir() and (root / MANIFEST).exists():  # an exported folder: its files as the export wrote them
+            verify_manifest(root)
         where = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder, "revision": revision,
                  "local_files_only": local_files_only}
         config = cls.load_config(model_name_or_path, **where)

@@ -25,6 +25,7 @@ from iso_bench.checks import (
     check_device,
     check_methods,
     check_results_dir,
+    check_seeds,
     output_dims,
     set_threads,
     token_vectors_unavailable,
@@ -117,6 +118,7 @@ def normalized_model(model: str) -> str:
 
 def _normalized(cfg: RunConfig) -> RunConfig:
     """The model named as :func:`normalized_model` says; the variant names are checked before any work."""
+    check_seeds([cfg.seed, *cfg.seeds], "--seeds" if cfg.seeds else "--seed")
     cfg = dataclasses.replace(cfg, model=normalized_model(cfg.model))
     for spec in cfg.methods:
         variant_name(cfg.model, spec)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from iso_bench.files import folder_revision
+from iso_bench.files import MANIFEST, folder_revision, verify_manifest
 from iso_bench.vectors.base import EQUAL_LENGTH, BackboneError, is_pipeline, model_label
 from iso_bench.vectors.hf_backbone import Backbone, Extraction, default_extraction
 from iso_bench.vectors.mteb_backbone import MtebBackbone, mteb_meta
@@ -103,6 +103,8 @@ def pipeline_backbone(model_id: str, revision: str | None = None, *, device: str
 
     folder = Path(model_id).expanduser()
     local = folder.is_dir()
+    if local and (folder / MANIFEST).exists():  # a folder iso-bench exported: its files as it wrote them
+        verify_manifest(folder)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
         st = SentenceTransformer(str(folder.resolve()) if local else model_id, revision=None if local else revision,
