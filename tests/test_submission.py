@@ -204,3 +204,46 @@ def test_the_published_v2_results_are_a_submission_the_repository_accepts(tmp_pa
     assert len(written) == len(expected) > 0
     status, counts, output = _suite(out)
     assert status == 0 and "failed" not in counts and counts.get("passed", 0) > 10, output[-3000:]
+
+
+def _published_copy(tmp_path: Path, *variants: str) -> Path:
+    """The committed v2 results of all-MiniLM-L6-v2's ``variants``, copied (folders and digests as published)."""
+    from tests.conftest import PUBLISHED_RESULTS
+
+    for variant in variants:
+        shutil.copytree(PUBLISHED_RESULTS / "results" / f"{BASE}+{variant}", tmp_path / "results" / f"{BASE}+{variant}")
+    return tmp_path / "results"
+
+
+def test_a_full_disk_leaves_no_submission_and_the_same_command_then_works(tmp_path: Path, capsys,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENOSPC at the fourth file (a fault point): one line, nothing under the output's folder (no partial
+    submission, no temporary folder); the same command run again writes the whole submission."""
+    from iso_bench import faults
+    from iso_bench.cli import main
+
+    results = _published_copy(tmp_path, "raw", "whiten")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    argv = ["submission", str(results), "-o", str(disk / "out")]
+    monkeypatch.setattr(faults, "_hits", {})
+    with monkeypatch.context() as full:
+        full.setenv("ISO_BENCH_FULL_DISK", str(disk))
+        full.setenv("ISO_BENCH_FULL_DISK_AFTER", "3")
+        assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"iso-bench: error: {disk / 'out'}: No space left on device; free space there or choose another "
+                   "place, then run the same command again"]
+    assert list(disk.iterdir()) == []
+    assert main(argv) == 0
+    written = sorted(p.relative_to(disk / "out").as_posix() for p in (disk / "out").rglob("*.json"))
+    assert f"{BASE}/{REVISION}/model_meta.json" in written and len(written) > 20
+    assert [p.name for p in disk.iterdir()] == ["out"]
+
+
+def test_an_output_that_cannot_be_written_is_one_line_before_any_work(tmp_path: Path, capsys) -> None:
+    from iso_bench.cli import main
+
+    assert main(["submission", str(tmp_path / "nowhere"), "-o", "/proc/subx"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("iso-bench: error: -o /proc/subx: cannot write in /proc ("), err

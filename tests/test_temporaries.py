@@ -78,3 +78,20 @@ def test_a_host_name_with_odd_characters_is_kept_apart_from_the_delimiters(monke
     monkeypatch.setattr(socket, "gethostname", lambda: "node@7/x y")
     assert files.host_name() == "node_7_x_y"
     assert files._writer(temporary_name(Path("a-b@c.json")) + "x_1.tmp") == ("node_7_x_y", os.getpid())
+
+
+def test_a_killed_whole_folder_write_leaves_a_temporary_folder_that_is_removed(tmp_path: Path) -> None:
+    """An export or a submission killed before its rename leaves ``.<name>@<host>@<pid>-*`` (with or without
+    ``.tmp``): removed when its writer is gone, kept while it runs; another name's, or a file, is not touched."""
+    from iso_bench.files import remove_stale_temporary_folders
+
+    host, dead = files.host_name(), _dead_pid()
+    gone = [tmp_path / f".out@{host}@{dead}-ab12", tmp_path / f".out@{host}@{dead}-cd34.tmp"]
+    kept = [tmp_path / f".out@{host}@{os.getpid()}-ef56.tmp", tmp_path / f".other@{host}@{dead}-gh78.tmp"]
+    for folder in gone + kept:
+        (folder / "1_Pooling").mkdir(parents=True)
+        (folder / "1_Pooling" / "config.json").write_text("{}")
+    stray = tmp_path / f".out@{host}@{dead}-ij90.tmp"
+    stray.write_text("{")
+    assert sorted(remove_stale_temporary_folders(tmp_path, "out")) == sorted(gone)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in [*kept, stray])

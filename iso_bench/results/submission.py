@@ -29,12 +29,18 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iso_bench.faults import check_space
+from iso_bench.files import remove_stale_temporary_folders, temporary_name
 from iso_bench.kinds.cards import cards
 from iso_bench.methods import make_method
 from iso_bench.registry import IsoBenchError
@@ -190,13 +196,11 @@ def write_submission(results: str | Path, out: str | Path) -> Submission:
     iso-bench record, two results that would share a file, or a file over :data:`MAX_FILE_BYTES`."""
     from mteb.models.model_meta import ModelMeta  # lazily: mteb takes seconds to import
 
-    results, out = Path(results), Path(out)
+    results, out = Path(results), _check_out(Path(out))
     if (results / "results").is_dir():
         results = results / "results"
     if not results.is_dir():
         raise SubmissionError(f"{results}: no such results folder")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise SubmissionError(f"{out}: exists and is not an empty folder; name a new one")
     own_tasks, made = _submittable_tasks(), Submission(out)
     pending: dict[Path, tuple[str, Path]] = {}
     for folder in _variant_folders(results):
@@ -237,11 +241,52 @@ def write_submission(results: str | Path, out: str | Path) -> Submission:
         if len(text.encode("utf-8")) > MAX_FILE_BYTES:
             raise SubmissionError(f"{source}: {len(text.encode('utf-8'))} bytes as submitted, over the "
                                   f"{MAX_FILE_BYTES} a submitted file may have")
-    for path, (text, _) in sorted(pending.items()):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        made.files.append(path)
+    _write_whole(out, pending, made)
     return made
+
+
+def _check_out(out: Path) -> Path:
+    """The folder a submission is written to, checked before any work: absent or empty (a symlink followed to the
+    folder it points to, the link kept), in a folder that can be written."""
+    target = Path(os.path.realpath(out)) if out.is_symlink() else out
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise SubmissionError(f"-o {out}: exists and is not an empty folder; name a new one")
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    try:
+        if not parent.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder")
+        Path(tempfile.mkdtemp(dir=parent, prefix=temporary_name(target))).rmdir()
+    except OSError as exc:
+        raise SubmissionError(f"-o {out}: cannot write in {parent} ({exc.strerror or exc}); give a folder you can "
+                              "write to") from None
+    return target
+
+
+def _write_whole(out: Path, pending: dict[Path, tuple[str, Path]], made: Submission) -> None:
+    """Write every pending file (paths under ``out``) into a temporary folder beside ``out`` and rename it into
+    place: the submission is there whole or not at all (a full disk leaves nothing, and the same command then
+    works)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporary_folders(out.parent, out.name)  # those a killed submission left
+    folder = Path(tempfile.mkdtemp(dir=out.parent, prefix=temporary_name(out), suffix=".tmp"))
+    try:
+        for path, (text, _) in sorted(pending.items()):
+            inside = folder / path.relative_to(out)
+            inside.parent.mkdir(parents=True, exist_ok=True)
+            check_space(inside)  # tests: a full disk (ISO_BENCH_FULL_DISK)
+            inside.write_text(text, encoding="utf-8")
+        if out.is_dir():  # empty (checked): replaced by the complete folder
+            out.rmdir()
+        folder.rename(out)
+    except OSError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise OSError(exc.errno, exc.strerror, str(out)) from None  # said for the folder asked for
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    made.files.extend(sorted(pending))
 
 
 def _add(pending: dict[Path, tuple[str, Path]], target: Path, text: str, source: Path) -> None:
