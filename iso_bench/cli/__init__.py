@@ -237,8 +237,9 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
                        help="no isotropy-vs-STS plots (plots are written beside -o FILE, for markdown only)")
     board.add_argument("--accept-modified", action="store_true",
                        help="render result files whose scores no longer match the digest written with them "
-                       "(changed after their run), or whose units file no longer matches its recorded sha256, "
-                       "each such cell marked †, instead of refusing them")
+                       "(changed after their run) or whose digest was removed, or whose units file no longer matches "
+                       "its recorded sha256 or gives another main score, each such cell marked † (no interval, no "
+                       "verdict), instead of refusing them")
     board.add_argument("--no-ci", action="store_true",
                        help="no 95%% intervals, paired tests against raw or merging of seed replicates: the tables "
                        "as they are without the evaluation units (which are then not read)")

@@ -25,7 +25,15 @@ from typing import Any
 
 from iso_bench.registry import IsoBenchError
 from iso_bench.report.setups import SetupKey, setup_key
-from iso_bench.results.result_files import MODIFIED, OLDER, UNVERIFIED, VERIFIED, check_entry, identity
+from iso_bench.results.result_files import (
+    MODIFIED,
+    OLDER,
+    UNVERIFIED,
+    VERIFIED,
+    check_entry,
+    digest_removed,
+    identity,
+)
 from iso_bench.results.setups import same_data, same_setup, short
 
 META = "model_meta.json"
@@ -56,6 +64,7 @@ class Result:
     path: Path | None = None  # the result file, as found under the folder given (its units file lies beside it)
     subsets: tuple[Mapping[str, Any], ...] = ()  # the iso_bench record of every entry (subset) of its split
     units_check: str = ""  # MODIFIED when a units file no longer matches the sha256 recorded for it, else ""
+    main_scores: tuple[float, ...] = ()  # the main score of every entry (subset) of its split, as in the file
 
     @property
     def state(self) -> str:
@@ -130,7 +139,8 @@ def read_results(results_dir: str | Path, accept_modified: bool = False) -> list
         seen[key] = _one_of(seen[key], r, top) if key in seen else r
     modified = sorted(r.file for r in seen.values() if r.check == MODIFIED)
     if modified and not accept_modified:
-        raise _modified_error(top, modified)
+        removed = {r.file for r in seen.values() if any(digest_removed(s) for s in r.subsets)}
+        raise _modified_error(top, modified, removed)
     return [seen[k] for k in sorted(seen)]
 
 
@@ -151,12 +161,15 @@ def _one_of(first: Result, second: Result, top: Path) -> Result:
     return current[0]
 
 
-def _modified_error(top: Path, files: list[str]) -> LeaderboardError:
-    """The refusal of results whose scores no longer match their digests: the first file, then the others."""
+def _modified_error(top: Path, files: list[str], removed: set[str]) -> LeaderboardError:
+    """The refusal of results whose scores no longer match their digests (or whose digest was removed, those in
+    ``removed``): the first file, then the others."""
     more = f" (and {len(files) - 1} more: {', '.join(files[1:6])}{', ...' * (len(files) > 6)})" if files[1:] else ""
+    what = ("its record is of a version that writes a digest (iso_bench.result_sha256) and the digest was removed"
+            if files[0] in removed else "its scores, model name, setup or provenance no longer match the digest "
+            "written with them (iso_bench.result_sha256)")
     return LeaderboardError(
-        f"{top / files[0]}: its scores, model name, setup or provenance no longer match the digest written with "
-        f"them (iso_bench.result_sha256), so the result was changed after its run{more}. Run it again "
+        f"{top / files[0]}: {what}, so the result was changed after its run{more}. Run it again "
         "(iso-bench run ... --overwrite), or pass --accept-modified (accept_modified=True) to render it, marked † "
         "as modified")
 
@@ -237,7 +250,8 @@ def _parse(path: Path, rel: str, name: str, revision: str, setup: dict[str, Any]
     subsets = tuple(e["iso_bench"] if isinstance(e.get("iso_bench"), dict) else {} for e in entries)
     return Result(rel, base, variant, revision, task, main if math.isfinite(main) else None, entry, record,
                   None if version is None else str(version), day, None if dataset is None else str(dataset),
-                  setup, experiment, _check(splits, identity(name, revision, setup, task)), path, subsets)
+                  setup, experiment, _check(splits, identity(name, revision, setup, task)), path, subsets,
+                  main_scores=tuple(float(e["main_score"]) for e in entries))
 
 
 def _check(splits: dict[str, Any], ident: dict[str, Any]) -> str:

@@ -31,12 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.numerics.stats import StatsError, Units
 from iso_bench.report.results import LeaderboardError, Result
 from iso_bench.results.result_files import MODIFIED
 
 WRITTEN_BEFORE = "written before intervals were recorded"  # by an iso-bench version that did not record them
 NOT_ISO_BENCH = "not written by an iso-bench variant (no iso_bench record)"  # another model's result file
 NO_UNITS = "no units recorded"
+SCORE_TOLERANCE = 1e-6  # largest |main score the units give - the file's|: files round some main scores to 6 decimals
 SHAPES = {"spearman": "(n, 2)", "wmean": "(n, 2)", "mean": "(n,)", "max_ap": "(n, k + 1)"}
 GOLD = {"spearman": 1, "wmean": 1, "max_ap": -1, "max_accuracy": -1}  # the column aligned variants share
 DEFAULTS = {"n_resamples": 1000, "seed": 0, "level": 0.95}  # of iso_bench.numerics.stats, where a record gives none
@@ -127,14 +129,14 @@ class UnitsStore:
                 changed.append((bad, r))
             out.append(dataclasses.replace(r, units_check=MODIFIED) if bad else r)
         if changed and not accept_modified:
-            (path, r), more = changed[0], [str(p) for p, _ in changed[1:]]
+            ((path, why), r), more = changed[0], [str(p) for (p, _), _ in changed[1:]]
             also = f" (and {len(more)} more: {', '.join(more[:5])}{', ...' * (len(more) > 5)})" if more else ""
+            if why is None:
+                why = (f"{path}: its bytes no longer match the sha256 recorded for it in {r.path or r.file} "
+                       "(iso_bench.results.instances.sha256), so the units file was changed after its run")
             raise LeaderboardError(
-                f"{path}: its bytes no longer match the sha256 recorded for it in {r.path or r.file} "
-                f"(iso_bench.results.instances.sha256), so the units file was changed after its run{also}. Run it "
-                "again "
-                "(iso-bench run ... --overwrite), or pass --accept-modified (accept_modified=True) to render its "
-                "result marked † as modified, without interval")
+                f"{why}{also}. Run it again (iso-bench run ... --overwrite), or pass --accept-modified "
+                "(accept_modified=True) to render its result marked † as modified, without interval")
         return out
 
     def samples(self, result: Result) -> list[Sample] | str:
@@ -143,17 +145,25 @@ class UnitsStore:
             self._load(result)
         return self._samples[result.file]
 
-    def _load(self, result: Result) -> Path | None:
-        """Read the units of ``result`` into the store; the path of a units file whose SHA-256 does not match."""
+    def _load(self, result: Result) -> tuple[Path, str | None] | None:
+        """Read the units of ``result`` into the store; ``(units file, why)`` where they are not its run's: a
+        SHA-256 that does not match (``why`` None), or units that do not give the result's main score."""
         samples: list[Sample] = []
-        for record in result.subsets or (result.record,):
+        records = result.subsets or (result.record,)
+        for record, reported in zip(records, result.main_scores or (None,) * len(records), strict=True):
             got = self._sample(result, record)
             if isinstance(got, Path):
                 self._samples[result.file] = f"its units file {got.name} was changed after its run (†)"
-                return got
+                return got, None
             if isinstance(got, str):
                 self._samples[result.file] = got
                 return None
+            value = main_value(got, record)
+            if reported is not None and not abs(value - reported) <= SCORE_TOLERANCE:
+                self._samples[result.file] = f"its main score is not the one its units file {got.file} gives (†)"
+                return result.path.parent / got.file, (
+                    f"{result.path}: its main score {reported!r} is not the {value!r} that its per-instance units "
+                    f"({got.file}, group {got.key}) give, so the result was changed after its run")
             samples.append(got)
         self._samples[result.file] = samples
         return None
@@ -184,6 +194,17 @@ class UnitsStore:
         if digest != inst.get("sha256"):
             return path
         return _parse(path, data, inst, result)
+
+
+def main_value(sample: Sample, record: Mapping[str, Any]) -> float:
+    """The main score ``sample``'s units give (:meth:`iso_bench.numerics.stats.Units.main_value`), rounded as the
+    record says mteb rounded it; NaN where the statistic cannot be computed from them."""
+    inst = record.get("instances") if isinstance(record.get("instances"), Mapping) else {}
+    decimals = inst.get("decimals") if isinstance(inst.get("decimals"), int) else None
+    try:
+        return Units(sample.units, sample.statistic, sample.strata, decimals=decimals).main_value()
+    except (ValueError, IndexError, KeyError, TypeError, StatsError):
+        return float("nan")
 
 
 def _parse(path: Path, data: bytes, inst: Mapping[str, Any], result: Result) -> Sample:

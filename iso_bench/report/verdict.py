@@ -5,7 +5,8 @@ For a group with a mean (MTEB STS, paper STS) the line judges the mean; for a gr
 each task. It names the best variant that beats raw significantly (the largest difference from raw whose paired
 bootstrap test has q ≤ 5% after the table's Benjamini-Hochberg correction), with its difference, interval and q,
 or says that no variant does; then the variants that lose to raw significantly. Diagnostics (isotropy) never enter,
-and neither do cells without a paired test (results without per-instance units, a board without intervals).
+and neither do cells without a paired test (results without per-instance units, a board without intervals); where
+raw's score is missing or results are marked † (modified), the line says that there is no verdict, and why.
 
 >>> from iso_bench.report.cells import Cell, Column, Leaderboard, Row, Section, Table
 >>> raw, good = Cell(80.0, 0.0), Cell(82.5, 2.5, delta_low=1.1, delta_high=3.9, q=0.004, significant=True)
@@ -50,23 +51,34 @@ def _points(value: float) -> str:
     return f"{value:+.2f}"
 
 
+def _why_none(rows: Sequence[tuple[Row, Cell]]) -> str | None:
+    """Why rows that would be judged get no paired test, where a reader must be told: raw's score is missing or
+    not a finite number, or results are marked † (modified: no interval, no test); None otherwise (a board
+    without intervals says so itself)."""
+    raw = [cell for row, cell in rows if row.variant == "raw"]
+    if raw and all(cell.value is None for cell in raw) and len(rows) > len(raw):
+        return "raw's result is missing or not a finite number, so no variant is compared with it"
+    if any(cell.mark == "modified" for _, cell in rows):
+        return "results marked † (modified after their run) enter no paired test"
+    return None
+
+
 def _line(model: str, group: str, what: str, setting: str, rows: Sequence[tuple[Row, Cell]]) -> str | None:
     tested = [(row, cell) for row, cell in rows if row.variant != "raw" and cell.delta is not None]
-    if not tested:
-        return None
+    head = f"{model}, {group} ({what}), {setting}: "
+    if not any(cell.q is not None for _, cell in tested):
+        why = _why_none(rows)
+        return None if why is None else head + f"no verdict: {why}."
     wins = sorted((rc for rc in tested if rc[1].significant and rc[1].delta > 0),
                   key=lambda rc: (-rc[1].delta, rc[0].variant))
     losses = [row.variant for row, cell in tested if cell.significant and cell.delta < 0]
-    head = f"{model}, {group} ({what}), {setting}: "
     if wins:
         row, cell = wins[0]
         interval = ("" if cell.delta_low is None else
                     f"95% interval {_points(cell.delta_low)} to {_points(cell.delta_high)}, ")
         text = head + f"{row.variant} beats raw by {_points(cell.delta)} points ({interval}q = {cell.q:.3f})."
-    elif any(cell.q is not None for _, cell in tested):
+    else:
         text = head + "no variant beats raw significantly."
-    else:  # no paired test (results without units, or a board rendered without intervals): no verdict to give
-        return None
     if losses:
         text += f" Significantly worse than raw: {', '.join(losses)}."
     return text

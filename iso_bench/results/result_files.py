@@ -43,6 +43,11 @@ NONFINITE = ".nonfinite"  # ... and of one whose main score is not a finite numb
 # what check_entry finds: the digest matches; it does not (changed after its run); only an older scores-only
 # digest, which matches; no digest at all
 VERIFIED, MODIFIED, OLDER, UNVERIFIED = "verified", "modified", "older", "unverified"
+# What only versions that write a digest put in a record: per-instance units and an interval came with the first
+# (scores-only) digest, the benchmark record after result_sha256. A record holding them without that digest had it
+# removed: MODIFIED, never an older or unverified result.
+DIGEST_ERA_FIELDS = ("instances", "interval")
+RESULT_DIGEST_ERA_FIELDS = ("benchmark",)
 INSTANCES_SUFFIX = ".instances.npz"  # <Task>.instances.npz: the per-instance units beside <Task>.json
 
 
@@ -135,7 +140,8 @@ def check_entry(entry: Mapping[str, Any], ident: Mapping[str, Any] | None = None
     :func:`identity` as read from its folders: :data:`VERIFIED` (its :func:`result_digest` matches),
     :data:`MODIFIED` (a digest does not match: the file, its model name or setup was changed after its run),
     :data:`OLDER` (only the scores-only digest of iso-bench 0.1, which matches: its identity and provenance
-    cannot be checked) or :data:`UNVERIFIED` (no digest: not written by an iso-bench variant).
+    cannot be checked) or :data:`UNVERIFIED` (no digest: not written by an iso-bench variant). A record of a
+    version that writes a digest, without it (:func:`digest_removed`), is :data:`MODIFIED`.
 
     >>> ident = identity("m+raw", "r", {}, "T")
     >>> e = {"main_score": 0.5, "iso_bench": {}}; e["iso_bench"][DIGEST] = result_digest(e, ident)
@@ -148,9 +154,26 @@ def check_entry(entry: Mapping[str, Any], ident: Mapping[str, Any] | None = None
     digest, older = record.get(DIGEST), record.get(SCORES_DIGEST)
     if isinstance(digest, str):
         return VERIFIED if ident is not None and digest == result_digest(entry, ident) else MODIFIED
+    if digest_removed(record):
+        return MODIFIED
     if isinstance(older, str):
         return OLDER if older == scores_digest(entry) else MODIFIED
     return UNVERIFIED
+
+
+def digest_removed(record: Mapping[str, Any]) -> bool:
+    """Whether an ``iso_bench`` record lacks the digest that the version which wrote it always writes: fields of
+    the ``result_sha256`` era (:data:`RESULT_DIGEST_ERA_FIELDS`) without it, or per-instance units or an interval
+    (:data:`DIGEST_ERA_FIELDS`) without any digest. Such a file was edited, not written by an older version.
+
+    >>> digest_removed({"instances": {}, "interval": {}}), digest_removed({"model": "m"})
+    (True, False)
+    """
+    if isinstance(record.get(DIGEST), str):
+        return False
+    if any(k in record for k in RESULT_DIGEST_ERA_FIELDS):
+        return True
+    return not isinstance(record.get(SCORES_DIGEST), str) and any(k in record for k in DIGEST_ERA_FIELDS)
 
 
 def sign_scores(task_result: Any, record: Mapping[str, Any],

@@ -51,6 +51,7 @@ from iso_bench.results.result_files import (
     UNVERIFIED,
     VERIFIED,
     check_entry,
+    digest_removed,
     identity,
     meta_text,
     result_digest,
@@ -302,6 +303,10 @@ def _resign(entry: dict[str, Any], old: Mapping[str, Any], new: Mapping[str, Any
     """Check a score entry's digest against the folder the run wrote (``old``) and compute it again for the
     folder of the submission (``new``); an entry with only iso-bench 0.1's scores digest keeps it."""
     status = check_entry(entry, old)
+    if status == MODIFIED and digest_removed(entry.get("iso_bench") or {}):
+        raise SubmissionError(f"{path}: a score's digest (iso_bench.{DIGEST}) was removed from a record of a "
+                              "version that writes one, so the result was changed after its run (modified); run it "
+                              "again rather than submit it")
     if status == MODIFIED:
         raise SubmissionError(f"{path}: a score's digest does not match: the file, its model name or setup was "
                               "changed after its run; run it again rather than submit it")
