@@ -378,12 +378,17 @@ def remove_empty_folders(folder: Path) -> None:
 
 def slug(text: str) -> str:
     """A file name for ``text`` (a model id, a revision, a task): every run of other characters than
-    letters, digits, ``.``, ``_`` and ``-`` becomes ``__``.
+    letters, digits, ``.``, ``_`` and ``-`` becomes ``__``; a text with characters beyond ASCII gets the first 10
+    hex digits of its SHA-256 too, so that distinct names stay distinct (``dup ñ`` and ``dup 模型`` would both
+    be ``dup``). An ASCII text's slug is the same as ever: cache namespaces and published folders use it.
 
     >>> slug("sentence-transformers/all-MiniLM-L6-v2"), slug("/tmp/my model")
     ('sentence-transformers__all-MiniLM-L6-v2', 'tmp__my__model')
+    >>> slug("local/dup ñ") != slug("local/dup 模型")
+    True
     """
-    return re.sub(r"[^A-Za-z0-9._-]+", "__", text).strip("_") or "model"
+    name = re.sub(r"[^A-Za-z0-9._-]+", "__", text).strip("_") or "model"
+    return name if text.isascii() else f"{name}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:10]}"
 
 
 def dataset_record(dataset: Any) -> dict[str, Any]:
