@@ -303,6 +303,16 @@ def test_a_token_level_variant_of_a_static_folder_exports_its_rows_pooled(static
     np.testing.assert_allclose(got, expected, atol=1e-6)
     raw = SentenceTransformer(str(static_dir), device="cpu").encode(texts)
     assert np.abs(got - raw).max() > 0.1  # the centred token rows, not the static model's own vectors
+    # chained: zscore (Dense modules) after that export still needs its iso-bench module, so trust_remote_code
+    chained = tmp_path / "chained"
+    assert main(["export", f"{out}+zscore", "--fit-corpus", str(corpus), "-o", str(chained), "--trust-remote-code",
+                 "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(f"SentenceTransformer({str(chained)!r}, trust_remote_code=True)")
+    assert json.loads((chained / "iso_bench_transform.json").read_text())["export"]["needs_iso_bench"] is True
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        SentenceTransformer(str(chained), device="cpu")
+    zscored = SentenceTransformer(str(chained), device="cpu", trust_remote_code=True).encode(texts)
+    np.testing.assert_allclose(zscored.mean(0), 0, atol=1e-5)  # standardised on these very texts
 
 
 def test_a_model_without_a_sentence_transformers_pipeline_is_refused_in_one_line(tiny_bert_dir, tmp_path,

@@ -307,3 +307,26 @@ def test_an_export_onto_a_full_disk_is_one_line_and_leaves_nothing(fitted, tmp_p
             os.environ.pop(key)
         if how == "tmpfs":
             subprocess.run(["umount", str(disk)], check=False)
+
+
+@pytest.mark.parametrize("spec", ["whiten", "flow"])
+def test_an_exports_fit_is_the_runs_bit_for_bit(fitted, spec, monkeypatch) -> None:
+    """The variant fitted afresh as a run fits it (no fit cache: ``vectors``, under one BLAS thread) has the same
+    learned arrays, to the bit, as the export wrote (iso_bench_transform.npz)."""
+    from iso_bench.data.provider import CorpusProvider
+    from iso_bench.encoder import VariantEncoder
+    from iso_bench.export.module import read_state
+
+    store, corpus, variants, _ = fitted
+    _, folder, record = variants[spec]
+    monkeypatch.setenv("ISO_BENCH_NO_FIT_CACHE", "1")
+    run = VariantEncoder(store, spec, corpus=CorpusProvider("task", data_dir=SHARED_DATA))
+    run.vectors(list(corpus.texts)[:2], "STSBenchmark", task_metadata=corpus.task_metadata)
+    fresh = run.fitted_method("STSBenchmark")
+    exported = read_state(spec, folder / "iso_bench_transform.npz", record["state"])
+    names = [k for k in vars(fresh) if k.endswith("_") and isinstance(vars(fresh)[k], np.ndarray)]
+    assert names, spec
+    for name in names:
+        assert np.array_equal(vars(fresh)[name], vars(exported)[name]), (spec, name)
+    X = store.sentences(list(corpus.texts)[:64])
+    assert np.array_equal(fresh.transform(X), exported.transform(X))

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from iso_bench._version import __version__
-from iso_bench.checks import check_methods, check_seeds, output_dims, token_vectors_unavailable
+from iso_bench.checks import check_methods, check_seeds, one_blas_thread, output_dims, token_vectors_unavailable
 from iso_bench.data.fit_corpus import HELD_OUT, TASK, TRAIN
 from iso_bench.data.provider import CorpusProvider
 from iso_bench.faults import check_space
@@ -203,7 +203,8 @@ def export_variant(encoder: Any, task_name: str | None, output: str | Path, *,
     target = check_output(output, overwrite)
     backbone = encoder.store.backbone
     st = pipeline(backbone)
-    method = encoder.fitted_method(task_name)
+    with one_blas_thread():  # fitted exactly as a run fits it (whose fits run under one BLAS thread)
+        method = encoder.fitted_method(task_name)
     modules, how, arrays = post_processing(method, encoder.level, backbone)
     record = fit_record(encoder, task_name, method, how)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -248,7 +249,7 @@ def post_processing(method: Method, level: str, backbone: Any) -> tuple[list[Any
         how = {"as": "dense", "transform": "y = (x - offset) @ matrix (iso_bench_transform.npz)",
                "input": "the base pipeline's sentence embedding" + (", normalized" if normalized else ""),
                "modules": [f"Dense({m.in_features}->{m.out_features}, bias={m.bias})" for m in modules],
-               "output_dim": int(matrix.shape[1]), "needs_iso_bench": False}
+               "output_dim": int(matrix.shape[1]), "needs_iso_bench": foreign_modules(backbone.st)}
         return modules, how, {"offset": offset, "matrix": matrix}
     from iso_bench.export.module import PostProcessing  # lazily: it imports torch and sentence-transformers
 
@@ -266,6 +267,13 @@ def post_processing(method: Method, level: str, backbone: Any) -> tuple[list[Any
            "modules": [f"PostProcessing({module.spec}, level={level})"], "output_dim": output_dim,
            "needs_iso_bench": True}
     return [module], how, {}
+
+
+def foreign_modules(st: Any) -> bool:
+    """Whether the base pipeline ``st`` holds a module that is not sentence-transformers' own (an earlier export's
+    iso-bench module, a model's own code): then the folder loads only with ``trust_remote_code=True``, whatever
+    follows it."""
+    return any(not type(m).__module__.startswith("sentence_transformers.") for m in st)
 
 
 def dense_modules(offset: np.ndarray | None, matrix: np.ndarray | None, dim: int) -> list[Any]:

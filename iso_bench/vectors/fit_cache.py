@@ -52,8 +52,9 @@ from iso_bench.files import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 1
-"""The layout of a fit file; a new layout makes new keys."""
+FORMAT = 2
+"""The layout of a fit file; a new layout makes new keys. 2: fits saved by an export of an earlier version were
+not fitted under one BLAS thread, as a run's are, so they are never reused."""
 FOLDER = "fits"
 """The fits' folder inside a raw-vector namespace."""
 
