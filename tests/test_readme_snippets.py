@@ -301,3 +301,11 @@ def test_every_link_reaches_a_file_and_heading(readme: Path) -> None:
             headings = re.findall(r"^#+ (.+)$", target.read_text(encoding="utf-8"), re.M)
             assert fragment in {anchor(h) for h in headings}, (readme.name, link)
     assert readme == BOARD_README or len(local) >= 1
+
+
+def test_the_readme_reads_in_300_lines_and_its_answer_is_the_published_boards_matrix() -> None:
+    readme = README.read_text(encoding="utf-8")
+    board = (PUBLISHED / "leaderboard.md").read_text(encoding="utf-8")
+    matrix = board[board.index("**Fitted on test texts**"):board.index("Each cell: ")].rstrip()
+    assert matrix.count("| encoder ") == 2 and matrix in readme  # rendered again from the results: the same text
+    assert len(readme.splitlines()) <= 300
