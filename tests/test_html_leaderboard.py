@@ -146,7 +146,7 @@ def test_a_reader_sorts_filters_and_hovers_the_tables_in_a_browser(site, browser
     assert "n = 800 evaluation units over its tasks" in raw.find_elements("css selector", "td")[mean].get_attribute(
         "title")  # raw's mean of the 2 tasks
     # the planted model name is text on the page, and no script of it ran
-    assert browser.find_elements("css selector", "h2")[0].text == PLANTED
+    assert browser.find_element("css selector", "#s0 > h2").text == PLANTED
     assert browser.execute_script("return window.pwned === undefined")
     shot = _artifacts(tmp_path) / "leaderboard-fixture.png"
     browser.save_screenshot(str(shot))
@@ -175,7 +175,8 @@ return th.contains(hit);"""
 
 @pytest.mark.parametrize("screen", sorted(SCREENS))
 def test_the_published_page_works_on_a_phone_and_a_wide_screen(browser, screen: str, tmp_path: Path) -> None:
-    """No horizontal overflow of the document (a table scrolls in its own box), each table's mean column in
+    """No horizontal overflow of the document (a table scrolls in its own box), the verdict matrix in the first
+    screen and no wider than it, each table's mean column in
     view without scrolling, plots as wide as the screen at most, no header under the filter bar, a cell's hover
     text on a tap and on focus, no console error; the screenshot kept (see the module's docstring)."""
     width, height, mobile = SCREENS[screen]
@@ -191,6 +192,9 @@ def test_the_published_page_works_on_a_phone_and_a_wide_screen(browser, screen: 
             time.sleep(0.25)
             layout = browser.execute_script(LAYOUT)
         assert layout["width"] == width and layout["document"] <= width, layout
+        matrix = browser.execute_script(  # the verdict matrix opens the page: its first rows in the first screen
+            "const r = document.querySelector('table.matrix').getBoundingClientRect(); return [r.top, r.right];")
+        assert 0 < matrix[0] < height / 2 and matrix[1] <= width, matrix
         assert len(layout["means"]) == layout["averaging"] >= 5, layout  # both models' STS tables, the comparison
         assert all(0 <= left and right <= width for _, left, right in layout["means"]), layout["means"]
         assert layout["svgs"] and all(0 < w <= width for w in layout["svgs"]), layout["svgs"]

@@ -1,5 +1,6 @@
-"""Every snippet and path of README.md and leaderboards/README.md works as written. The snippets are found
-wherever they sit (fenced code blocks), so the READMEs can be reorganised freely: the commands that can run here
+"""Every snippet, path and link of README.md, the pages it links (docs/, benchmarks/README.md) and
+leaderboards/README.md works as written. The snippets are found wherever they sit (fenced code blocks), so the
+pages can be reorganised freely: the commands that can run here
 run (``iso-bench list``, every ``iso-bench run`` as a dry-run, ``iso-bench leaderboard``, ``iso-bench cache
 list``), the ``ResultCache`` snippets load the published results, and the rest is parsed (every ``iso-bench``
 command by the real parser; pip, Slurm, GPU and hub commands, Python and JSON); every repository and data path
@@ -27,7 +28,11 @@ from tests.report_helpers import small_case
 from .conftest import MINILM, PUBLISHED_RESULTS, SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[1]
-READMES = (ROOT / "README.md", ROOT / "leaderboards" / "README.md")
+README = ROOT / "README.md"
+PAGES = (README, ROOT / "docs" / "cluster.md", ROOT / "docs" / "results.md", ROOT / "docs" / "reproducibility.md",
+         ROOT / "docs" / "layout.md", ROOT / "benchmarks" / "README.md")  # the user's pages: paths from a checkout
+BOARD_README = ROOT / "leaderboards" / "README.md"  # the published folder's page: paths from the published folder
+READMES = (*PAGES, BOARD_README)
 PUBLISHED = ROOT / "leaderboards"  # the published board; its results are PUBLISHED_RESULTS / "results"
 SHELL = {"python3", "python", "pip", "export", "bash", "."}  # what else a bash block may run: parsed, not run
 
@@ -41,7 +46,7 @@ class Block:
 
 
 def blocks() -> list[Block]:
-    """Every fenced code block of the two READMEs, wherever it sits."""
+    """Every fenced code block of the pages, wherever it sits."""
     out = []
     for readme in READMES:
         text = readme.read_text(encoding="utf-8")
@@ -65,15 +70,16 @@ def commands(block: Block) -> list[list[str]]:
     return out
 
 
-def iso_bench_commands(readme: Path) -> list[list[str]]:
-    return [argv[1:] for b in blocks() if b.lang == "bash" and b.readme == readme for argv in commands(b)
+def iso_bench_commands(*pages: Path) -> list[list[str]]:
+    return [argv[1:] for b in blocks() if b.lang == "bash" and b.readme in pages for argv in commands(b)
             if argv[0] == "iso-bench"]
 
 
 def test_every_snippet_is_a_kind_this_test_checks() -> None:
     found = blocks()
     assert {b.lang for b in found} <= {"bash", "python", "json", ""}, {b.lang for b in found}
-    assert sum(b.readme == READMES[1] for b in found) >= 2 and len(found) >= 10
+    assert sum(b.readme == BOARD_README for b in found) >= 2 and len(found) >= 10
+    assert {b.readme for b in found} >= {README, BOARD_README, ROOT / "docs" / "cluster.md"}
     for b in (b for b in found if b.lang == "bash"):
         for argv in commands(b):
             assert argv[0] == "iso-bench" or argv[0] in SHELL, (b.readme.name, b.line, argv)
@@ -122,7 +128,7 @@ def test_the_readme_commands_that_can_run_here_run(checkout: Path, any_device: N
     """list, every run as a dry-run (the plan: no model loaded, nothing written), the leaderboards of the
     user's results folder, the cache listing; outliers and cache pruning parse only (a model, a real cache)."""
     ran = []
-    for argv in iso_bench_commands(READMES[0]):
+    for argv in iso_bench_commands(*PAGES):
         if argv[0] == "run":
             out = run_main([*argv, *([] if "--dry-run" in argv else ["--dry-run"])])
             assert out.startswith("plan: "), out
@@ -152,7 +158,7 @@ def test_the_published_folders_commands_run(tmp_path: Path, monkeypatch: pytest.
 
     monkeypatch.setattr(iso_bench.report, "build_leaderboard", built)
 
-    argv = iso_bench_commands(READMES[1])
+    argv = iso_bench_commands(BOARD_README)
     runs, boards = [a for a in argv if a[0] == "run"], [a for a in argv if a[0] == "leaderboard"]
     assert len(runs) == 1 and len(boards) == 2
     monkeypatch.chdir(ROOT)
@@ -185,16 +191,16 @@ def test_every_python_snippet_compiles_and_the_result_cache_ones_load_the_publis
     for b in snippets:
         compile(b.text, f"{b.readme.name}:{b.line}", "exec")
     readers = [b for b in snippets if "ResultCache(" in b.text and "load_results(" in b.text]
-    assert {b.readme for b in readers} == set(READMES)
+    assert {b.readme for b in readers} == {README, BOARD_README}
     (tmp_path / "results").symlink_to(PUBLISHED_RESULTS)  # README.md reads the user's ./results: the published one
     published = [p for p in (PUBLISHED_RESULTS / "results").rglob("*.json") if p.name != "model_meta.json"]
     for b in readers:
-        monkeypatch.chdir(ROOT if b.readme == READMES[1] else tmp_path)
+        monkeypatch.chdir(ROOT if b.readme == BOARD_README else tmp_path)
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             exec(compile(b.text, f"{b.readme.name}:{b.line}", "exec"), {})  # noqa: S102 - the README's own code
         printed = out.getvalue().splitlines()
-        if b.readme == READMES[1]:  # every published result file, as the snippet's comment says
+        if b.readme == BOARD_README:  # every published result file, as the snippet's comment says
             assert printed == [str(len(published))] == re.findall(r"# (\d+)$", b.text, re.M), printed
         else:
             assert len(printed) == len(published) and all(re.match(r"\S+/\S+\+\S+ ", p) for p in printed)
@@ -247,15 +253,15 @@ def inline_paths(readme: Path) -> list[str]:
 
 def published_glob(readme: Path, path: str) -> str:
     """A documented results path as a glob over the published folder (a ``--results`` folder), ``<x>`` and
-    ``...`` matching anything. README.md names the ``--results`` folder first (``DIR``, ``./results``; a path
+    ``...`` matching anything. The user's pages name the ``--results`` folder first (``DIR``, ``./results``; a path
     from ``<model>`` is under mteb's cache's ``results/``); leaderboards/README.md is in the published folder,
     its results under ``v2/``."""
-    if readme == READMES[0]:  # relative to the published results folder
+    if readme != BOARD_README:  # relative to the published results folder
         path = "results/" + path if path.startswith("<model>") else re.sub(r"^(\./results|DIR|results)/", "", path)
     return re.sub(r"<[^>]+>", "*", path).replace("...", "**")
 
 
-@pytest.mark.parametrize("readme", READMES, ids=["README", "leaderboards-README"])
+@pytest.mark.parametrize("readme", READMES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_path_exists_or_matches_the_published_layout(readme: Path) -> None:
     checked = 0
     for path in inline_paths(readme):
@@ -263,7 +269,7 @@ def test_every_path_exists_or_matches_the_published_layout(readme: Path) -> None
                 MINILM, "sentence-transformers/all-mpnet-base-v2", "local/static-all-MiniLM-L6-v2"):
             continue  # made by a run; a model or variant name
         if RESULTS.match(path):
-            base = PUBLISHED_RESULTS if readme == READMES[0] else PUBLISHED
+            base = PUBLISHED if readme == BOARD_README else PUBLISHED_RESULTS
             assert any(base.glob(published_glob(readme, path))), path  # as the published results lie
         elif path.startswith("<dir>/"):
             if SHARED_DATA.is_dir():
@@ -272,4 +278,34 @@ def test_every_path_exists_or_matches_the_published_layout(readme: Path) -> None
         else:
             assert (readme.parent / path).exists() or (ROOT / path).exists(), path  # a file of the repository
         checked += 1
-    assert checked >= (10 if readme == READMES[0] else 3)
+    assert checked >= {README: 10, BOARD_README: 3}.get(readme, 1)
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("readme", READMES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_reaches_a_file_and_heading(readme: Path) -> None:
+    """A relative link ``[text](path#anchor)`` names a file of the repository and, with an anchor, one of its
+    headings: pages moved or sections renamed leave no dead link."""
+    text = re.sub(r"^```.*?^```", "", readme.read_text(encoding="utf-8"), flags=re.S | re.M)
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [link for link in links if not re.match(r"[a-z]+://", link)]
+    for link in local:
+        path, _, fragment = link.partition("#")
+        target = (readme.parent / path).resolve() if path else readme
+        assert target.exists(), (readme.name, link)
+        if fragment and target.suffix == ".md":
+            headings = re.findall(r"^#+ (.+)$", target.read_text(encoding="utf-8"), re.M)
+            assert fragment in {anchor(h) for h in headings}, (readme.name, link)
+    assert readme == BOARD_README or len(local) >= 1
+
+
+def test_the_readme_reads_in_300_lines_and_its_answer_is_the_published_boards_matrix() -> None:
+    readme = README.read_text(encoding="utf-8")
+    board = (PUBLISHED / "leaderboard.md").read_text(encoding="utf-8")
+    matrix = board[board.index("**Fitted on test texts**"):board.index("Each cell: ")].rstrip()
+    assert matrix.count("| encoder ") == 2 and matrix in readme  # rendered again from the results: the same text
+    assert len(readme.splitlines()) <= 300

@@ -10,8 +10,11 @@ import pytest
 
 from iso_bench.report import build_leaderboard, read_results, render_markdown
 from iso_bench.report.html import render_html
+from iso_bench.report.latex import render_latex
+from iso_bench.report.matrix import NOTE, verdict_matrices
 from iso_bench.report.verdict import verdict_lines
 from tests.report_helpers import sts_units, write_scored
+from tests.test_latex import assert_fits, compile_latex, needs_pdflatex
 
 BASE = "org/alpha"
 N = 400
@@ -65,7 +68,47 @@ def test_the_markdown_board_and_the_page_open_with_the_verdict(board) -> None:
 def test_the_end_of_a_run_prints_the_verdict(folder: Path, capsys) -> None:
     from iso_bench.grid.report import print_verdict
 
-    print_verdict(folder, BASE)
+    print_verdict(folder, [BASE])
     out = capsys.readouterr().out
     assert "sharp beats raw by +" in out and "no variant beats raw significantly" in out
     assert out.index("verdict (paired bootstrap tests") < out.index("sharp beats raw")
+    matrix = out[out.index("fitted on test texts:\n"):]  # the matrix ends the output, after the sentences
+    assert out.index("sharp beats raw") < out.index(matrix) and matrix.rstrip().endswith(NOTE)
+    header, rule, row = matrix.splitlines()[1:4]
+    assert header.split() == ["encoder", "MTEB", "STS", "WiC"] and set(rule) == {"-", " "}
+    assert re.fullmatch(rf"{BASE} +sharp \+\d+\.\d\d \(1 worse\) +raw", row), row
+    print_verdict(folder, [BASE], ["WiC"])  # the run's tasks alone
+    out = capsys.readouterr().out
+    assert "MTEB STS (mean)" not in out and "sharp" not in out and "(WiC), fitted on test texts" in out
+
+
+def sharp_mean(board) -> float:
+    table = next(t for s in board.sections for t in s.tables if t.title.startswith("MTEB STS"))
+    return next(r for r in table.rows if r.variant == "sharp").cells[-1].delta
+
+
+def test_the_matrix_opens_the_verdict_of_the_markdown_the_page_and_the_latex(board, tmp_path: Path) -> None:
+    """Planted: sharp wins the STS mean, blurred loses it; no variant wins or loses WiC significantly."""
+    delta = f"{sharp_mean(board):+.2f}"
+    [matrix] = verdict_matrices(board)
+    assert (matrix.setting, matrix.units, matrix.models) == ("fitted on test texts", ("MTEB STS", "WiC"), (BASE,))
+    assert [c.text for c in matrix.cells[0]] == [f"sharp {delta} (1 worse)", "raw"]
+    markdown = render_markdown(board)
+    verdict = markdown[markdown.index("## Verdict"):markdown.index(f"## {BASE}")]
+    assert re.search(rf"^\| {BASE} +\| sharp \{delta} \(1 worse\) +\| raw +\|$", verdict, re.M), verdict
+    assert verdict.index("| encoder") < verdict.index(NOTE) < verdict.index(f"- {BASE}, MTEB STS")
+    page = render_html(board)
+    cells = re.findall(r'<td data-unit="([^"]+)" style="([^"]+)"><span class="c"><span class="w">([^<]+)</span>'
+                       r'(?: <span class="n">([^<]+)</span>)?</span></td>', page)
+    assert [(unit, head, tail) for unit, _, head, tail in cells] == [
+        ("MTEB STS", f"sharp {delta}", "(1 worse)"), ("WiC", "raw", "")]
+    assert cells[0][1].startswith("background:hsl(125,") and cells[1][1] == "background:#f1f1f1"  # green: a gain
+    assert page.index('id="verdict"') < page.index('class="matrix"') < page.index('class="board"')
+    latex = render_latex(board)
+    assert latex.index("Verdict") < latex.index("\\section*{org/alpha}")
+    assert f"\\textbf{{sharp}} \\\\ {delta} (1 worse)" in latex and "& raw \\\\ \\addlinespace" in latex
+
+
+@needs_pdflatex
+def test_the_latex_verdict_compiles_within_the_page(board, tmp_path: Path) -> None:
+    assert_fits(compile_latex(render_latex(board), tmp_path))

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from iso_bench.registry import IsoBenchError
 from iso_bench.report import build_leaderboard, format_summary, read_results, summary_header
+from iso_bench.report.matrix import matrix_text, verdict_matrices
 from iso_bench.report.verdict import verdict_lines
 
 
@@ -25,24 +27,29 @@ def print_run(summary: Any) -> int:
     print(f"\nraw vectors: {stats.get('computed', 0)} texts encoded, {stats.get('reused', 0)} reused from the cache;"
           f" fits: {fits} run, {loaded} loaded from the fit cache; {summary.seconds:.1f} s; results in "
           f"{summary.results_dir}")
-    print_verdict(summary.results_dir, summary.model)
     print(next_command(summary.results_dir))
+    print_verdict(summary.results_dir, [summary.model], summary.tasks)
     print_data_notes(summary)
     return print_failed_cells(summary.errors)
 
 
-def print_verdict(results_dir: Any, model: str) -> None:
-    """The verdict on ``model`` from every result of it in the folder (:mod:`iso_bench.report.verdict`); nothing
-    when the folder holds no readable result of it or no paired test."""
+def print_verdict(results_dir: Any, models: Sequence[str], tasks: Sequence[str] | None = None,
+                  quiet: bool = False) -> None:
+    """The verdict on ``models`` from every result of them in the folder on ``tasks`` (all where None): each
+    judgement in words, then the matrix per fit setting (:mod:`iso_bench.report.matrix`) that ends the output;
+    nothing when the folder holds no readable result of them or no paired test (``quiet``: not even why)."""
     try:
-        results = [r for r in read_results(results_dir) if r.base == model]
-        lines = verdict_lines(build_leaderboard(results)) if results else []
+        results = [r for r in read_results(results_dir) if r.base in models and (tasks is None or r.task in tasks)]
+        board = build_leaderboard(results) if results else None
     except (IsoBenchError, OSError, ValueError) as exc:  # the verdict is a summary: the results stay as written
-        print(f"\nno verdict: {exc}", file=sys.stderr)
+        if not quiet:
+            print(f"\nno verdict: {exc}", file=sys.stderr)
         return
+    lines = verdict_lines(board) if board is not None else []
     if lines:
-        print("\nverdict (paired bootstrap tests over this folder's results of the model):")
+        print("\nverdict (paired bootstrap tests over this folder's results of the run's models and tasks):")
         print("\n".join(f"  {line}" for line in lines))
+        print(f"\n{matrix_text(verdict_matrices(board))}")
 
 
 def next_command(results_dir: Path) -> str:
@@ -87,6 +94,8 @@ def print_grid(grid: Any) -> int:
             print(f"warning: {label}: {message}", file=sys.stderr)
     if results_dir is not None:
         print(next_command(Path(results_dir)))
+        tasks = sorted({task for summary in grid.models.values() for task in summary.tasks})
+        print_verdict(results_dir, [s.model for s in grid.models.values() if s.scores], tasks, quiet=True)
     for summary in grid.models.values():
         print_data_notes(summary)
     for label, attempts in grid.rerun.items():

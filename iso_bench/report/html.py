@@ -28,6 +28,8 @@ from typing import Any
 from iso_bench.methods import METHODS
 from iso_bench.report.cells import Cell, Column, Leaderboard, Row, Table
 from iso_bench.report.marks import MARKS
+from iso_bench.report.matrix import NOTE as MATRIX_NOTE
+from iso_bench.report.matrix import Matrix, MatrixCell, verdict_matrices
 from iso_bench.report.tables import (
     MINUS,
     MISSING,
@@ -67,7 +69,24 @@ def render_html(board: Leaderboard, plots: Mapping[str, Sequence[tuple[str, str]
     return env.get_template("leaderboard.html").render(
         board=board, sections=sections, groups=groups, methods=methods, missing=MISSING,
         benchmark=" ".join(benchmark_lines(board, str)).replace("`", ""), bibtex=bibtex(board_benchmark(board)),
-        verdict=verdict_lines(board))
+        verdict=verdict_lines(board), matrices=[_matrix(m) for m in verdict_matrices(board)], matrix_note=MATRIX_NOTE)
+
+
+def _matrix(matrix: Matrix) -> dict[str, Any]:
+    """A verdict matrix as the template shows it: each cell's two lines and its colour (:func:`_shade`)."""
+    rows = [{"model": model, "cells": [{"unit": unit, "head": c.head, "tail": c.tail, "style": _shade(c)}
+                                       for unit, c in zip(matrix.units, cells, strict=True)]}
+            for model, cells in zip(matrix.models, matrix.cells, strict=True)]
+    return {"setting": matrix.setting[:1].upper() + matrix.setting[1:], "units": matrix.units, "rows": rows}
+
+
+def _shade(cell: MatrixCell) -> str:
+    """A cell's background: green, darker with the winner's difference (full at +15 points and more); grey where
+    raw stays best, white where nothing is judged. Dark text stays readable on every shade (lightness >= 62%)."""
+    if cell.delta is None:
+        return "background:#f1f1f1" if cell.judged else "background:#fff"
+    lightness = 94 - 32 * min(max(cell.delta, 0.0), 15.0) / 15.0
+    return f"background:hsl(125,55%,{lightness:.0f}%)"
 
 
 def _table(table: Table, table_id: str, section: str) -> dict[str, Any]:

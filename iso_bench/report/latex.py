@@ -31,7 +31,10 @@ from collections.abc import Sequence
 from iso_bench.report.cells import Cell, Column, Leaderboard, Table
 from iso_bench.report.escape import latex_escape
 from iso_bench.report.marks import MARKS
+from iso_bench.report.matrix import NOTE as MATRIX_NOTE
+from iso_bench.report.matrix import Matrix, verdict_matrices
 from iso_bench.report.tables import MINUS, MISSING, _label, benchmark_lines, format_delta, format_number
+from iso_bench.report.verdict import verdict_lines
 
 PACKAGES = ("geometry", "booktabs", "graphicx")
 PREAMBLE = (r"\documentclass[a4paper]{article}", r"\usepackage[margin=2cm]{geometry}", r"\usepackage{booktabs}",
@@ -67,7 +70,8 @@ def render_latex(board: Leaderboard, fragment: bool = False) -> str:
             breakable(f"Built from {board.n_files} result files. Every table is followed by the provenance of its "
                       f"numbers; {MISSING} is a missing result, never averaged."), "",
             *(_code_spans(line) for line in benchmark_lines(board, str)), r"\end{flushleft}", ""]
-    doc = [*PREAMBLE, *FIT_MACRO, r"\begin{document}", "", *lead, *body, r"\end{document}"]
+    verdict = latex_verdict(verdict_matrices(board), verdict_lines(board))
+    doc = [*PREAMBLE, *FIT_MACRO, r"\begin{document}", "", *lead[:1], "", *verdict, *lead[1:], *body, r"\end{document}"]
     return "\n".join(doc) + "\n"
 
 
@@ -104,6 +108,33 @@ def latex_table(table: Table, caption: str, label: str) -> list[str]:
         out += [f"\\hangindent=1.5em\\hangafter=1 \\textit{{{latex_escape(name)}}}: "
                 f"{'; '.join(_value(name, v) for v in values)}\\par" for name, values in table.provenance]
         out += [r"\end{flushleft}", ""]
+    return out
+
+
+def latex_verdict(matrices: Sequence[Matrix], lines: Sequence[str]) -> list[str]:
+    """The verdict (:mod:`.matrix`): a matrix per fit setting, each cell stacking the winner (or raw) over its
+    difference and how many variants are significantly worse, the note, then each judgement in words; scaled to
+    the line where wider (``\\isobenchfit``). Nothing when the board has no paired test."""
+    if not lines:
+        return []
+    out = [r"\subsection*{Verdict}", ""]
+    for m in matrices:
+        head = " & ".join(_stack(_wrap(u, HEADER_WRAP), "l", "b") for u in ("encoder", *m.units))
+        rows = []
+        for model, cells in zip(m.models, m.cells, strict=True):
+            shown = [_stack(_wrap(model, LABEL_WRAP), "l", "t")]
+            for c in cells:
+                first = c.head if c.variant is None else c.variant
+                rest = " ".join(p for p in ("" if c.delta is None else f"{c.delta:+.2f}", c.tail) if p)
+                shown.append(_stack([(first, "bold" if c.variant else ""), *([rest] if rest else [])], "l", "t"))
+            rows.append(" & ".join(shown) + r" \\ \addlinespace[2pt]")
+        setting = m.setting[:1].upper() + m.setting[1:]
+        out += [r"\begin{center}\footnotesize", f"\\textit{{{breakable(setting)}}}\\par\\smallskip",
+                f"\\isobenchfit{{\\begin{{tabular}}{{{'l' * (len(m.units) + 1)}}}", r"\toprule", head + r" \\",
+                r"\midrule", *rows, r"\bottomrule", r"\end{tabular}}", r"\end{center}", ""]
+    out += [r"\begin{flushleft}\footnotesize", f"{breakable(MATRIX_NOTE)}\\par\\smallskip",
+            r"Each judgement in words:\par", *(f"\\hangindent=1.5em\\hangafter=1 {breakable(line)}\\par"
+                                                 for line in lines), r"\end{flushleft}", ""]
     return out
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
@@ -32,6 +32,8 @@ from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, Cell, Column, L
 from iso_bench.report.escape import csv_text, md_code, md_text, md_url
 from iso_bench.report.index import NO_BENCHMARK
 from iso_bench.report.marks import MARKS
+from iso_bench.report.matrix import NOTE as MATRIX_NOTE
+from iso_bench.report.matrix import Matrix, verdict_matrices
 from iso_bench.report.plots import plot_data
 from iso_bench.report.verdict import verdict_lines
 from iso_bench.results.benchmark import CITATION_KEY, NAME, V1, definition_sha256
@@ -137,7 +139,8 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
            f"{MISSING} is a missing result, never averaged.", "", *benchmark_lines(board, md_text), ""]
     found = verdict_lines(board)
     if found:
-        out += ["## Verdict", "", *[f"- {md_text(line)}" for line in found], ""]
+        out += ["## Verdict", "", *matrix_markdown(verdict_matrices(board)), "Each judgement in words:", "",
+                *[f"- {md_text(line)}" for line in found], ""]
     for section in board.sections:
         out += [f"## {md_text(section.title)}", ""]
         out += [md_text(section.subtitle, block=True), ""] if section.subtitle else []
@@ -150,6 +153,19 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
         elif plots is not None and section.key != COMPARISON:
             out += [no_plot_note(section), ""]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def matrix_markdown(matrices: Sequence[Matrix]) -> list[str]:
+    """The verdict matrices (:mod:`.matrix`) in markdown: per fit setting a line naming it, then a table (a row per
+    encoder, a column per judged unit); the note on how a cell is decided under them."""
+    out = []
+    for m in matrices:
+        rows = [[_md_cell(model), *(_md_cell(c.text) for c in cells)] for model, cells in zip(m.models, m.cells,
+                                                                                             strict=True)]
+        table = tabulate(rows, headers=["encoder", *(_md_cell(u) for u in m.units)], tablefmt="pipe",
+                         disable_numparse=True)
+        out += [f"**{md_text(m.setting[:1].upper() + m.setting[1:])}**", "", table, ""]
+    return out + [md_text(MATRIX_NOTE, block=True), ""] if out else []
 
 
 def no_plot_note(section: Section) -> str:

@@ -22,6 +22,7 @@ raw's score is missing or results are marked † (modified), the line says that 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from iso_bench.data.fit_corpus import SETTING_WORDS, TASK
 from iso_bench.report.cells import Cell, Leaderboard, Row, Table
@@ -63,30 +64,58 @@ def _why_none(rows: Sequence[tuple[Row, Cell]]) -> str | None:
     return None
 
 
-def _line(model: str, group: str, what: str, setting: str, rows: Sequence[tuple[Row, Cell]]) -> str | None:
+@dataclass(frozen=True)
+class Judgement:
+    """One judged unit of one model in one setting: ``best``, the variant that beats raw significantly by the most
+    (its row and cell; None when none does), and ``losses``, the variants significantly worse than raw.
+    ``no_verdict`` says why a unit that would be judged has no paired test (then nothing else is judged)."""
+
+    model: str
+    group: str
+    what: str  # "mean", or the task judged
+    setting: str
+    best: tuple[Row, Cell] | None
+    losses: tuple[str, ...]
+    no_verdict: str | None = None
+
+    @property
+    def unit(self) -> str:
+        """The judged unit as a matrix column names it: the group where its mean is judged, else the task."""
+        return self.group if self.what == "mean" else self.what
+
+
+def _judge(model: str, group: str, what: str, setting: str, rows: Sequence[tuple[Row, Cell]]) -> Judgement | None:
     tested = [(row, cell) for row, cell in rows if row.variant != "raw" and cell.delta is not None]
-    head = f"{model}, {group} ({what}), {setting}: "
     if not any(cell.q is not None for _, cell in tested):
+        # no paired test (results without units, or a board rendered without intervals): no verdict, and where a
+        # reader must be told why (raw missing, results modified), a judgement that says so
         why = _why_none(rows)
-        return None if why is None else head + f"no verdict: {why}."
+        return None if why is None else Judgement(model, group, what, setting, None, (), why)
     wins = sorted((rc for rc in tested if rc[1].significant and rc[1].delta > 0),
                   key=lambda rc: (-rc[1].delta, rc[0].variant))
-    losses = [row.variant for row, cell in tested if cell.significant and cell.delta < 0]
-    if wins:
-        row, cell = wins[0]
+    losses = tuple(row.variant for row, cell in tested if cell.significant and cell.delta < 0)
+    return Judgement(model, group, what, setting, wins[0] if wins else None, losses)
+
+
+def _line(j: Judgement) -> str:
+    text = f"{j.model}, {j.group} ({j.what}), {j.setting}: "
+    if j.no_verdict is not None:
+        return text + f"no verdict: {j.no_verdict}."
+    if j.best is not None:
+        row, cell = j.best
         interval = ("" if cell.delta_low is None else
                     f"95% interval {_points(cell.delta_low)} to {_points(cell.delta_high)}, ")
-        text = head + f"{row.variant} beats raw by {_points(cell.delta)} points ({interval}q = {cell.q:.3f})."
+        text += f"{row.variant} beats raw by {_points(cell.delta)} points ({interval}q = {cell.q:.3f})."
     else:
-        text = head + "no variant beats raw significantly."
-    if losses:
-        text += f" Significantly worse than raw: {', '.join(losses)}."
+        text += "no variant beats raw significantly."
+    if j.losses:
+        text += f" Significantly worse than raw: {', '.join(j.losses)}."
     return text
 
 
-def verdict_lines(board: Leaderboard) -> list[str]:
-    """The verdict of ``board``: a line per (model, task group or task, setting), in the board's order."""
-    lines: list[str] = []
+def judgements(board: Leaderboard) -> list[Judgement]:
+    """Every judged unit of ``board``: per (model, task group or task, setting), in the board's order."""
+    found: list[Judgement] = []
     for section in board.sections:
         if section.key == COMPARISON:
             continue
@@ -99,7 +128,12 @@ def verdict_lines(board: Leaderboard) -> list[str]:
                         continue
                     by_setting.setdefault(_setting(row.setup), []).append((row, row.cells[index]))
                 for setting, rows in by_setting.items():
-                    line = _line(section.title, group, what, setting, rows)
-                    if line is not None:
-                        lines.append(line)
-    return lines
+                    judged = _judge(section.title, group, what, setting, rows)
+                    if judged is not None:
+                        found.append(judged)
+    return found
+
+
+def verdict_lines(board: Leaderboard) -> list[str]:
+    """The verdict of ``board``: a line per (model, task group or task, setting), in the board's order."""
+    return [_line(j) for j in judgements(board)]
