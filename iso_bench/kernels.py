@@ -28,12 +28,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import platform
 from pathlib import Path
 from typing import Any
 
 from iso_bench.registry import IsoBenchError
+
+logger = logging.getLogger(__name__)
 
 MODE_ENV = "ISO_BENCH_KERNELS"
 AVX2, NATIVE = "avx2", "native"
@@ -45,6 +48,7 @@ PINS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE
 KEPT_LOWER = {"ATEN_CPU_CAPABILITY": "default"}
 """A level below the pin that the environment may name and that is kept (its vectors are of their own class)."""
 PUBLISHED_CLASS = "cpu-native-avx512-amd-25-17"
+PUBLISHED_OPENBLAS = "SkylakeX"  # the kernels numpy's OpenBLAS runs there, where fits of the published board ran
 """The class of the published v2 board's vectors (each library's own kernels on a 2-core AMD EPYC, family 25
 model 17, with AVX-512): its cache namespaces and fit keys are those written before classes were named."""
 _MKL_CBWR = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
@@ -120,26 +124,28 @@ def namespace_suffix(klass: str) -> str:
 
 
 def fit_kernels() -> str | None:
-    """The CPU class that fits run on, for the fit cache's key (None for :data:`PUBLISHED_CLASS`: the keys
-    written before classes were named)."""
-    klass = kernel_class("cpu")
-    return None if klass == PUBLISHED_CLASS else klass
+    """The kernels fits run on, for the fit cache's key: the CPU's class and the kernels numpy's OpenBLAS runs
+    (chosen when numpy was loaded, which may be before iso-bench pinned them); None for :data:`PUBLISHED_CLASS`
+    with OpenBLAS's own ``SkylakeX`` kernels, the keys written before classes were named."""
+    klass, blas = kernel_class("cpu"), openblas_coretype()
+    if klass == PUBLISHED_CLASS and blas == PUBLISHED_OPENBLAS:
+        return None
+    return f"{klass}+openblas-{str(blas).lower()}"
 
 
 def check_kernels(device: str = "cpu") -> str:
     """The class computing on ``device``, after checking that the ``avx2`` mode's kernels are in force where it
-    is asked for: torch or numpy started before the settings were made is a :class:`KernelError`."""
-    problems = []
+    is asked for: torch's chosen before the settings were made is a :class:`KernelError`; numpy's OpenBLAS loaded
+    before them is a warning (its fits are then keyed by the kernels it runs, :func:`fit_kernels`)."""
     if kernel_mode() == AVX2 and _has_avx2():
         if cpu_capability().lower() not in (AVX2, KEPT_LOWER["ATEN_CPU_CAPABILITY"]):
-            problems.append(f"torch dispatches to {cpu_capability()} kernels")
+            raise KernelError(f"torch dispatches to {cpu_capability()} kernels, not AVX2: torch ran before "
+                              f"iso-bench could pin them; import iso_bench before torch (or start the process with "
+                              f"{MODE_ENV}=avx2 set), or use --kernels native ({MODE_ENV}=native)")
         blas = openblas_coretype()
         if blas not in (None, PINS["OPENBLAS_CORETYPE"]):
-            problems.append(f"numpy's OpenBLAS runs {blas} kernels")
-    if problems:
-        raise KernelError(f"{' and '.join(problems)}, not AVX2: they were chosen before iso-bench pinned them; "
-                          f"import iso_bench before torch and numpy (or start the process with {MODE_ENV}=avx2 "
-                          f"set), or use --kernels native ({MODE_ENV}=native)")
+            logger.warning("numpy's OpenBLAS runs %s kernels, not Haswell (AVX2): numpy was imported before "
+                           "iso_bench; the fits are of their own kind (import iso_bench first to pin them)", blas)
     return kernel_class(device)
 
 

@@ -62,6 +62,17 @@ def test_the_published_class_keeps_the_namespace_and_fit_keys_written_before_cla
     assert other == {**key, "kernels": "cuda-sm90"} and key_name(other) != key_name(key)
 
 
+def test_fits_are_keyed_by_the_openblas_kernels_they_ran_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy loaded before iso-bench pinned it keeps its own OpenBLAS kernels: its fits get a key of their own."""
+    monkeypatch.setattr(kernels, "kernel_class", lambda device: "cpu-avx2")
+    monkeypatch.setattr(kernels, "openblas_coretype", lambda: "Haswell")
+    assert kernels.fit_kernels() == "cpu-avx2+openblas-haswell"
+    monkeypatch.setattr(kernels, "openblas_coretype", lambda: "SkylakeX")
+    assert kernels.fit_kernels() == "cpu-avx2+openblas-skylakex"
+    monkeypatch.setattr(kernels, "kernel_class", lambda device: PUBLISHED_CLASS)
+    assert kernels.fit_kernels() is None  # the keys the published board's fits were stored under
+
+
 def test_a_store_of_one_class_never_serves_another(tiny_backbone, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from iso_bench.vectors import store as store_module
