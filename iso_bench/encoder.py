@@ -15,10 +15,8 @@ import functools
 import itertools
 import logging
 import os
-import platform
 import time
 from collections.abc import Sequence
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from iso_bench.checks import one_blas_thread
 from iso_bench.data.fit_corpus import FIT_BUDGET, FIT_BUDGET_ENV, fit_budget  # noqa: F401 - named here too
 from iso_bench.data.provider import CorpusProvider
 from iso_bench.files import cache_not_written, dataset_record, texts_digest
+from iso_bench.kernels import describe_environment, fit_kernels
 from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import Method, MethodError, canonical_spec, make_method
 from iso_bench.methods.base import fitting_on
@@ -212,7 +211,7 @@ class _Variant:
                    "prompt": self.store.prompt(corpus.task_metadata, p), "texts_sha256": texts_digest(texts)}
                   for p, texts in corpus.groups]
         return fit_key(namespace="/".join(folder.parts[-3:]), corpus={"key": corpus.key, **corpus.to_record()},
-                       groups=groups, method=method, level=level)
+                       groups=groups, method=method, level=level, kernels=fit_kernels())
 
     def _stored_fit(self, corpus: Any, level: str, method: Method) -> tuple[Any, Any, Any]:
         """``(method, record, (path, key))``: the fit found in the fit cache (:mod:`iso_bench.vectors.fit_cache`) with
@@ -416,23 +415,14 @@ def _texts(inputs: Any) -> list[str]:
 
 
 def base_record(backbone: Any, command: str | None = None) -> dict[str, Any]:
-    """What every result of a backbone's variants records about how its vectors were made."""
-    return {"model": backbone.model_id, "revision": backbone.revision, "extraction": backbone.describe()["extraction"],
-            "environment": describe_environment(backbone.device), "command": command}
+    """What every result of a backbone's variants records about how its vectors were made: the extraction, with
+    the kernels' mode and class (:mod:`iso_bench.kernels`), and the environment, with the kernels in force."""
+    environment = describe_environment(backbone.device)
+    extraction = {**backbone.describe()["extraction"], "kernels": environment["kernels"]["mode"],
+                  "kernel_class": environment["kernels"]["class"]}
+    return {"model": backbone.model_id, "revision": backbone.revision, "extraction": extraction,
+            "environment": environment, "command": command}
 
-
-def describe_environment(device: str) -> dict[str, Any]:
-    """Software versions and hardware of this run, for the provenance under every table."""
-    import torch  # lazily: torch takes seconds to import
-
-    if device.startswith("cuda"):
-        hardware = torch.cuda.get_device_name(torch.device(device))
-    else:
-        hardware = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU threads"
-    return {"device": device, "hardware": hardware, "python": platform.python_version(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "transformers": version("transformers"), "mteb": version("mteb"),
-            "platform": platform.platform(terse=True)}
 
 def _learned_summary(method: Method) -> dict[str, Any]:
     """Small learned facts worth citing (e.g. the clipped dimensions); never large arrays."""

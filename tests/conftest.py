@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import iso_bench  # noqa: F401 - before numpy: pins the kernels numpy's OpenBLAS runs too (iso_bench.kernels)
+
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SHARED_DATA = Path(os.environ.get("ISO_BENCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 HUB_MIRROR = SHARED_DATA / "hub"

@@ -30,7 +30,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("kinds", "vectors", "checks", "tasks"),
     ("methods", "data"),
     ("numerics",),
-    ("files", "registry", "faults", "_version"),
+    ("files", "registry", "faults", "_version", "kernels"),
 )
 # top-level modules that only hand names on to packages outside iso-bench; nothing inside imports them
 SHIMS = ("cards",)

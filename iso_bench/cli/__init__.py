@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import errno
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ from iso_bench.grid.plan import reproduce_command
 from iso_bench.grid.report import print_grid, print_run, print_stopped
 from iso_bench.grid.runner import RunConfig, RunStopped, run
 from iso_bench.grid.tasks import describe_benchmarks
+from iso_bench.kernels import MODE_ENV, MODES, pin_kernels
 from iso_bench.kinds.cards import describe_tasks
 from iso_bench.methods.listing import describe_methods
 from iso_bench.mteb_plugin import DEFAULT_MODEL
@@ -158,6 +160,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--threads", type=positive_int, metavar="N",
                      help="CPU threads for torch (env ISO_BENCH_THREADS; default: the CPUs not already busy, from "
                      "the load average); recorded with the results, does not change them")
+    run.add_argument("--kernels", choices=MODES, help="avx2: torch's, MKL's, oneDNN's and OpenBLAS's kernels at the "
+                     "AVX2 level, the same bits on any x86-64 CPU of the last decade; native: each library's own "
+                     f"(env {MODE_ENV}; default: avx2); recorded, and a key of the caches")
     run.add_argument("--fit-corpus", default="task", metavar="task|held-out|train|FILE",
                      help="what fitted methods fit on: 'task' (the evaluated split's unlabeled texts, the papers' "
                      "transductive setting; default), 'held-out' (the deployment setting: the task's training split "
@@ -285,7 +290,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         fit_budget=args.fit_budget, token_cache_texts=args.token_cache_texts, seeds=args.seeds or (),
         resamples=args.resamples, pooling=args.pooling, layer=args.layer, overwrite=args.overwrite,
         threads=args.threads, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
-        command=reproduce_command(args, args.model[0]),
+        command=reproduce_command(args, args.model[0]), kernels=args.kernels,
     )
     check_seeds([args.seed, *(args.seeds or ())], "--seeds" if args.seeds else "--seed")
     results, existed = Path(args.results).expanduser(), Path(args.results).expanduser().exists()
@@ -399,6 +404,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if argv is None and getattr(args, "kernels", None) not in (None, os.environ.get(MODE_ENV)):
+        # the libraries read their kernel settings when loaded (numpy's OpenBLAS already is): start again with them
+        pin_kernels(args.kernels)
+        os.execv(sys.executable, [sys.executable, "-m", "iso_bench.cli", *sys.argv[1:]])
     try:
         with console(args.network, not getattr(args, "no_progress", False)), terminate_as_interrupt():
             return args.func(args)

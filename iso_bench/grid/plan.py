@@ -63,6 +63,7 @@ class RunConfig:
     overwrite: bool = False
     resamples: int = 1000  # bootstrap resamples of each result's 95% interval (recorded with it)
     threads: int | None = None  # torch CPU threads (None: the idle CPUs); recorded, not part of the identity
+    kernels: str | None = None  # "avx2" (pinned) or "native" (iso_bench.kernels; None: $ISO_BENCH_KERNELS, avx2)
     progress: bool = True
     trust_remote_code: bool = False
     command: str | None = None  # the command line that reproduces the run, recorded with the results
@@ -227,6 +228,8 @@ def reproduce_command(args: Any, model: str) -> str:
         parts += ["--seeds", *map(str, args.seeds)]
     if args.resamples != 1000:
         parts += ["--resamples", str(args.resamples)]
+    if getattr(args, "kernels", None) == "native":  # other kernels give other bits
+        parts += ["--kernels", "native"]
     return " ".join(map(shell_quote, parts))
 
 

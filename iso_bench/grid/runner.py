@@ -43,6 +43,7 @@ from iso_bench.grid.plan import seeded as _seeded
 from iso_bench.grid.plan import stopped as _stopped
 from iso_bench.grid.plan import variant_meta_of as _variant_meta
 from iso_bench.grid.tasks import build_task, get_task, resolve  # noqa: F401 - get_task: named here for callers
+from iso_bench.kernels import check_kernels, pin_kernels
 from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import METHODS, make_method
 from iso_bench.mteb_plugin import ResultsNotWritten, install_result_hook, variant_name
@@ -143,10 +144,12 @@ class _Prepared:
 
 def _prepare(cfg: RunConfig) -> _Prepared:
     """Check every input before any work and load the tasks; the model is not loaded here (see :func:`_load`)."""
+    pin_kernels(cfg.kernels)  # before torch runs anything (a Dask worker's first job: the job's mode)
     refs = list(cfg.task_refs) or resolve(list(cfg.tasks))  # suites, tasks, mteb benchmarks
     check_results_dir(cfg.results_dir)
     check_device(cfg.device)
     set_threads(cfg.threads)
+    check_kernels(cfg.device or "cpu")  # the mode's kernels are those in force, else one clear error
     dims = output_dims(cfg.model, cfg.revision, trust_remote_code=cfg.trust_remote_code, pooling=cfg.pooling,
                        layer=cfg.layer)
     no_tokens = token_vectors_unavailable(cfg.model, cfg.revision, pooling=cfg.pooling, layer=cfg.layer)

@@ -9,7 +9,8 @@ raw-vector namespace it was fitted from (``<cache>/<model>/<revision>/<extractio
 - the method: its class, every parameter (the seed among them) and the level it is fitted at;
 - the code that fits it: a digest of the sources of :mod:`iso_bench.methods` and :mod:`iso_bench.numerics.linalg`,
   and the versions of numpy, scipy, scikit-learn and torch. A changed method, a new default or another
-  library version makes a new key, never a stale hit.
+  library version makes a new key, never a stale hit;
+- the kernel class the fit runs on (:mod:`iso_bench.kernels`): fits of two classes are other bits.
 
 A file is an ``.npz`` without pickle: the learned state's arrays (``a0``, ``a1``, ...) and ``state``, a JSON
 document (bytes) holding the key, the fit record (level, number of fit vectors), the structure of the learned
@@ -85,11 +86,14 @@ def code_digest() -> str:
 
 
 def fit_key(*, namespace: str, corpus: dict[str, Any], groups: list[dict[str, Any]], method: Any,
-            level: str) -> dict[str, Any]:
-    """Everything a fit depends on, as a JSON-able dict (see the module docstring)."""
-    return {"format": FORMAT, "namespace": namespace, "corpus": corpus, "groups": groups,
-            "method": type(method).__name__, "params": jsonable(method.get_params()), "level": level,
-            "code": code_digest()}
+            level: str, kernels: str | None = None) -> dict[str, Any]:
+    """Everything a fit depends on, as a JSON-able dict (see the module docstring). ``kernels``: the kernel
+    class the fit runs on (:func:`iso_bench.kernels.fit_kernels`; None, left out of the key, for the class the
+    keys written before classes were named belong to)."""
+    key = {"format": FORMAT, "namespace": namespace, "corpus": corpus, "groups": groups,
+           "method": type(method).__name__, "params": jsonable(method.get_params()), "level": level,
+           "code": code_digest()}
+    return key if kernels is None else {**key, "kernels": kernels}
 
 
 def key_name(key: dict[str, Any]) -> str:

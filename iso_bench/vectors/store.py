@@ -6,7 +6,7 @@ The prompt is the string mteb's implementation of a model puts before a text for
 part of the text's key, so a query and a passage with the same text are two entries; a text encoded with
 no prompt keeps the plain key ``sha256(text)``.
 
-On disk a namespace folder ``<root>/<model>/<revision>/<extraction>/`` holds ``meta.json``, shard files
+On disk a namespace folder ``<root>/<model>/<revision>/<extraction>[-<kernel class>]/`` holds ``meta.json``, shard files
 ``<kind>-<id>.npz`` (:mod:`iso_bench.vectors.shards`: written atomically, a SHA-256 of their content) and
 ``index.sqlite`` (:mod:`iso_bench.vectors.index`): from each text's key to the shard and rows that hold its
 vector. A request reads only its own rows, in place, each checked against the CRC-32 recorded when it was
@@ -20,6 +20,11 @@ Several processes may share a namespace at the same time: each chunk of missing 
 written while the process holds an exclusive lock on the namespace's ``encode.lock`` file, and after
 taking the lock a store first looks the chunk up again in the index, which other processes update as they
 write, so that a text is encoded once however many runs ask for it (see :meth:`EmbeddingStore._encode_lock`).
+
+Vectors of another kernel class (:func:`iso_bench.kernels.kernel_class`: ``cpu-avx2``, ``cuda-sm90``) are other
+bits: each class has its namespace (the folder name ends in ``-<class>``, except for the class of the published
+board's vectors, whose folders are those written before classes were named), so a store never serves vectors
+of one class to a run of another, and a cluster of unlike nodes never combines them: each encodes its own.
 
 Example:
     >>> store = EmbeddingStore(backbone, cache_dir="~/.cache/iso_bench")   # doctest: +SKIP
@@ -42,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from iso_bench.files import atomic_write_text, cache_not_written, remove_stale_temporaries, slug
+from iso_bench.kernels import kernel_class, namespace_suffix
 from iso_bench.vectors.encoding import EncodeMissing
 from iso_bench.vectors.index import ShardIndex, group_by_shard, set_aside, text_key
 from iso_bench.vectors.mteb_backbone import TokenVectorsUnavailable
@@ -130,13 +136,15 @@ class EmbeddingStore(EncodeMissing):
         self._recent: dict[tuple[int, bytes], np.ndarray] = {}  # the last sentence matrices (see sentences)
         self.stats = {"computed": 0, "reused": 0}
         self.folder: Path | None = None
+        self.kernel_class = kernel_class(getattr(backbone, "device", "cpu"))
         if cache_dir is not None:
-            info = backbone.describe()
+            info = {**backbone.describe(), "kernel_class": self.kernel_class}
+            extraction = backbone.extraction.key() if hasattr(backbone, "extraction") else "default"
             self.folder = (
                 Path(cache_dir).expanduser()
                 / slug(info["model"])
                 / slug(str(info["revision"]))
-                / slug(backbone.extraction.key() if hasattr(backbone, "extraction") else "default")
+                / slug(extraction + namespace_suffix(self.kernel_class))
             )
             meta = self.folder / "meta.json"
             try:

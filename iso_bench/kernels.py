@@ -1,0 +1,245 @@
+"""Which kernels compute the numbers: pinned to the AVX2 level by default, named in every result, and a key of
+every cache, so that a run gives the same bits on any x86-64 CPU of the last decade and never mixes vectors or
+fits made by other kernels.
+
+The same model, data and package versions give other float rounding where the libraries under torch pick other
+kernels for the CPU they find. On a CPU with AVX-512, three choices move the bits of a sentence vector (measured
+on all-MiniLM-L6-v2): ATen's vectorised kernels (layer norm, softmax; ``ATEN_CPU_CAPABILITY``), oneDNN's (GELU;
+``ONEDNN_MAX_CPU_ISA``) and MKL's GEMM mode (``MKL_CBWR``); the methods' fits run on numpy's OpenBLAS, which
+picks its own kernels (``OPENBLAS_CORETYPE``). Each library reads its setting once, when it first runs, so the
+settings are made before torch and numpy compute anything: :func:`pin_kernels` sets them, and ``import
+iso_bench`` calls it (the mode in ``$ISO_BENCH_KERNELS``: ``avx2``, the default, or ``native``, each library's
+own choice, faster on some CPUs). A process started by iso-bench (a local Dask worker) inherits them.
+
+A level the environment lowers ATen to (``ATEN_CPU_CAPABILITY=default``, what a CPU without AVX2 gets) is kept
+and named: its vectors are of another class. :func:`kernel_class` names the class (``cpu-avx2``, ``cuda-sm90``,
+``cpu-native-avx512-amd-25-17``): the raw-vector cache keeps each class in a namespace of its own and the fit
+cache keys fits by it. :data:`PUBLISHED_CLASS`, whose vectors the published v2 board and the caches written
+before classes were named hold, keeps the namespace without a suffix.
+
+Example (library use: import iso_bench before torch computes anything)::
+
+    import iso_bench                        # pins the kernels ($ISO_BENCH_KERNELS, default avx2)
+    iso_bench.pin_kernels("native")         # or choose, still before torch's first operation
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from iso_bench.registry import IsoBenchError
+
+logger = logging.getLogger(__name__)
+
+MODE_ENV = "ISO_BENCH_KERNELS"
+AVX2, NATIVE = "avx2", "native"
+MODES = (AVX2, NATIVE)
+PINS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "MKL_CBWR": "AVX2", "OPENBLAS_CORETYPE": "Haswell"}
+"""What the ``avx2`` mode sets: each library's kernels at the AVX2 level (MKL on a CPU not made by Intel takes
+``MKL_CBWR=AVX2`` as its automatic branch in reproducible mode)."""
+KEPT_LOWER = {"ATEN_CPU_CAPABILITY": "default"}
+"""A level below the pin that the environment may name and that is kept (its vectors are of their own class)."""
+PUBLISHED_CLASS = "cpu-native-avx512-amd-25-17"
+PUBLISHED_OPENBLAS = "SkylakeX"  # the kernels numpy's OpenBLAS runs there, where fits of the published board ran
+"""The class of the published v2 board's vectors (each library's own kernels on a 2-core AMD EPYC, family 25
+model 17, with AVX-512): its cache namespaces and fit keys are those written before classes were named."""
+_MKL_CBWR = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
+             10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
+_previous: dict[str, tuple[str | None, str]] = {}  # name: (what pin_kernels replaced, what it set)
+
+
+class KernelError(IsoBenchError):
+    """The kernels in force are not those the mode asks for (torch ran before they could be pinned)."""
+
+
+def kernel_mode(mode: str | None = None) -> str:
+    """``mode``, else ``$ISO_BENCH_KERNELS``, else ``avx2``; anything else is an error naming the choices."""
+    text = (os.environ.get(MODE_ENV) or AVX2) if mode is None else mode
+    if text not in MODES:
+        where = f"${MODE_ENV}" if mode is None else "--kernels"
+        raise KernelError(f"{where}={text!r}: choose one of {', '.join(MODES)}")
+    return text
+
+
+def pin_kernels(mode: str | None = None) -> str:
+    """Set the libraries' kernel settings for ``mode`` (:func:`kernel_mode`) in this process's environment,
+    which the processes it starts inherit, and return the mode. Effective only before torch and numpy compute
+    anything; :func:`check_kernels` says whether they took. ``native`` restores what ``avx2`` replaced."""
+    mode = kernel_mode(mode)
+    for name, (value, ours) in _previous.items():
+        if os.environ.get(name) != ours:  # set since by someone else: theirs
+            continue
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _previous.clear()
+    os.environ[MODE_ENV] = mode
+    if mode == AVX2 and _has_avx2():
+        for name, value in PINS.items():
+            if os.environ.get(name, "").lower() == KEPT_LOWER.get(name):
+                continue
+            _previous[name] = (os.environ.get(name), value)
+            os.environ[name] = value
+    return mode
+
+
+def cpu_capability() -> str:
+    """The CPU capability ATen's vectorised kernels dispatch to in this process (``AVX2``, ``AVX512``, ...)."""
+    import torch  # lazily: torch takes seconds to import
+
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
+def kernel_class(device: str = "cpu") -> str:
+    """The class of kernels that computes on ``device``: ``cuda-sm<major><minor>``, ``mps``, or for the CPU
+    ``cpu-<ATen's capability>`` where the ``avx2`` mode's settings are in force, else ``cpu-native-<capability>-
+    <vendor>-<family>-<model>`` (with a digest of any kernel setting the environment names)."""
+    import torch  # lazily: torch takes seconds to import
+
+    if device.startswith("cuda"):
+        major, minor = torch.cuda.get_device_capability(torch.device(device))
+        return f"cuda-sm{major}{minor}"
+    if device.startswith("mps"):
+        return "mps"
+    capability = cpu_capability().lower()
+    if _pinned():
+        return f"cpu-{capability}"
+    named = {k: os.environ[k] for k in sorted(PINS) if os.environ.get(k)}
+    digest = "-" + hashlib.sha256(json.dumps(named).encode()).hexdigest()[:8] if named else ""
+    return f"cpu-native-{capability}-{cpu_model()}{digest}"
+
+
+def namespace_suffix(klass: str) -> str:
+    """What a raw-vector namespace's folder name carries for ``klass``: nothing for :data:`PUBLISHED_CLASS`."""
+    return "" if klass == PUBLISHED_CLASS else f"-{klass}"
+
+
+def fit_kernels() -> str | None:
+    """The kernels fits run on, for the fit cache's key: the CPU's class and the kernels numpy's OpenBLAS runs
+    (chosen when numpy was loaded, which may be before iso-bench pinned them); None for :data:`PUBLISHED_CLASS`
+    with OpenBLAS's own ``SkylakeX`` kernels, the keys written before classes were named."""
+    klass, blas = kernel_class("cpu"), openblas_coretype()
+    if klass == PUBLISHED_CLASS and blas == PUBLISHED_OPENBLAS:
+        return None
+    return f"{klass}+openblas-{str(blas).lower()}"
+
+
+def check_kernels(device: str = "cpu") -> str:
+    """The class computing on ``device``, after checking that the ``avx2`` mode's kernels are in force where it
+    is asked for: torch's chosen before the settings were made is a :class:`KernelError`; numpy's OpenBLAS loaded
+    before them is a warning (its fits are then keyed by the kernels it runs, :func:`fit_kernels`)."""
+    if kernel_mode() == AVX2 and _has_avx2():
+        if cpu_capability().lower() not in (AVX2, KEPT_LOWER["ATEN_CPU_CAPABILITY"]):
+            raise KernelError(f"torch dispatches to {cpu_capability()} kernels, not AVX2: torch ran before "
+                              f"iso-bench could pin them; import iso_bench before torch (or start the process with "
+                              f"{MODE_ENV}=avx2 set), or use --kernels native ({MODE_ENV}=native)")
+        blas = openblas_coretype()
+        if blas not in (None, PINS["OPENBLAS_CORETYPE"]):
+            logger.warning("numpy's OpenBLAS runs %s kernels, not Haswell (AVX2): numpy was imported before "
+                           "iso_bench; the fits are of their own kind (import iso_bench first to pin them)", blas)
+    return kernel_class(device)
+
+
+def describe_kernels(device: str = "cpu") -> dict[str, Any]:
+    """What every result records of the kernels that made it: the mode and class; ATen's capability, MKL's
+    reproducibility branch and numpy's OpenBLAS kernels as in force; MKL's and oneDNN's settings as requested
+    (they report nothing back); on a GPU its name and compute capability."""
+    import torch  # lazily: torch takes seconds to import
+
+    out: dict[str, Any] = {"mode": kernel_mode(), "class": kernel_class(device), "cpu": cpu_model(),
+                           "aten_cpu_capability": cpu_capability(), "mkl_cbwr": mkl_cbwr(),
+                           "openblas_coretype": openblas_coretype(),
+                           "requested": {k: os.environ.get(k) for k in sorted(PINS) if k != "ATEN_CPU_CAPABILITY"}}
+    if device.startswith("cuda"):
+        major, minor = torch.cuda.get_device_capability(torch.device(device))
+        out.update(gpu=torch.cuda.get_device_name(torch.device(device)), compute_capability=f"{major}.{minor}",
+                   cuda=torch.version.cuda)
+    return out
+
+
+def describe_environment(device: str) -> dict[str, Any]:
+    """Software versions, hardware and kernels (:func:`describe_kernels`) of this run, for the provenance under
+    every table."""
+    from importlib.metadata import version
+
+    import torch  # lazily: torch takes seconds to import
+
+    if device.startswith("cuda"):
+        hardware = torch.cuda.get_device_name(torch.device(device))
+    else:
+        hardware = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU threads"
+    return {"device": device, "hardware": hardware, "python": platform.python_version(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+            "transformers": version("transformers"), "mteb": version("mteb"),
+            "platform": platform.platform(terse=True), "kernels": describe_kernels(device)}
+
+
+def mkl_cbwr() -> str | None:
+    """MKL's conditional-numerical-reproducibility branch in force (``OFF``: none), asked of the MKL inside
+    torch; None where torch has no MKL or it cannot be asked."""
+    import ctypes
+
+    import torch  # lazily: torch takes seconds to import
+
+    path = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    try:
+        get = ctypes.CDLL(str(path)).mkl_serv_cbwr_get
+    except (OSError, AttributeError):
+        return None
+    get.restype = ctypes.c_int
+    return _MKL_CBWR.get(get(1), str(get(1)))
+
+
+def openblas_coretype() -> str | None:
+    """The kernels numpy's and scipy's OpenBLAS run (``Haswell``, ``SkylakeX``, ...); None without OpenBLAS."""
+    import scipy.linalg  # noqa: F401 - scipy's own OpenBLAS is loaded before the libraries are listed
+    from threadpoolctl import threadpool_info  # lazily: only where a run describes itself
+
+    found = sorted({str(i.get("architecture")) for i in threadpool_info() if i.get("internal_api") == "openblas"})
+    return "/".join(found) or None
+
+
+def cpu_model() -> str:
+    """``<vendor>-<family>-<model>`` of this CPU (``amd-25-17``), from ``/proc/cpuinfo``; else the machine."""
+    fields = _cpuinfo()
+    vendor = {"AuthenticAMD": "amd", "GenuineIntel": "intel"}.get(fields.get("vendor_id", ""), fields.get("vendor_id"))
+    if vendor and "cpu family" in fields and "model" in fields:
+        return f"{vendor}-{fields['cpu family']}-{fields['model']}"
+    return (platform.machine() or "unknown").lower()
+
+
+def _pinned() -> bool:
+    return kernel_mode() == AVX2 and _has_avx2() and all(
+        os.environ.get(k) == v or (k in KEPT_LOWER and os.environ.get(k, "").lower() == KEPT_LOWER[k])
+        for k, v in PINS.items())
+
+
+def _has_avx2() -> bool:
+    """An x86-64 CPU with AVX2 (where /proc/cpuinfo cannot be read, any x86-64 CPU)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    flags = _cpuinfo().get("flags")
+    return flags is None or "avx2" in flags.split()
+
+
+@functools.lru_cache(maxsize=1)
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of ``/proc/cpuinfo`` ({} where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        out.setdefault(key.strip(), value.strip())
+    return out
