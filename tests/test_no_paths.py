@@ -1,13 +1,15 @@
 """No written file holds the machine's folders: a small real run (a local model folder, a data folder, a fit
 corpus file, all given by absolute paths), an export of one of its variants and a submission of its results are
 read back byte by byte (compressed files as they are, never decompressed) for the working folder, the data
-folder and the temporary folder, and none of them is there. Records name a local folder ``local/<name>`` with its
-content digest, a corpus file by its name and SHA-256, and the recorded command the data folder ``DATA``."""
+folder and the temporary folder (and the home folder, the Python environment and the checkout), and none of them
+is there. Records name a local folder ``local/<name>`` with its content digest, a corpus file by its name and
+SHA-256, and the recorded command the data folder ``DATA``."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -66,8 +68,8 @@ def test_a_run_an_export_and_a_submission_write_no_folder_of_the_machine(
     assert main(["export", f"{model}+zscore", "--fit-corpus", str(corpus), "-o", str(exported), *speed]) == 0
     assert main(["submission", str(results), "-o", str(submitted)]) == 0
 
-    needles = {str(p) for folder in (work, mirror, Path(tempfile.gettempdir()))
-               for p in (folder, folder.resolve())}
+    machine = (work, mirror, Path(tempfile.gettempdir()), Path.home(), Path(sys.prefix), Path(__file__).parents[1])
+    needles = {str(p) for folder in machine for p in (folder, folder.resolve()) if p.parent != p}  # never "/"
     written = [results, exported, submitted]
     assert sum(1 for f in written for p in f.rglob("*.json")) > 10  # the run's, the export's, the submission's
     assert _holding(written, needles) == {}
