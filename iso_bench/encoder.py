@@ -105,8 +105,9 @@ class _Variant:
         return canonical_spec(self.method_spec)
 
     def config(self) -> dict[str, Any]:
-        return {"method": self.spec, "params": jsonable(self._prototype.get_params()),
-                "level": self.level, "fit_corpus": self.corpus.setting, "seed": self.seed}
+        corpus = Path(self.corpus.setting).name if self.corpus.is_file else self.corpus.setting  # a file by its name
+        return {"method": self.spec, "params": jsonable(self._prototype.get_params()), "level": self.level,
+                "fit_corpus": corpus, "seed": self.seed}
 
     # ---- provenance ---------------------------------------------------------------------------------
     @property

@@ -391,11 +391,28 @@ def slug(text: str) -> str:
     return name if text.isascii() else f"{name}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:10]}"
 
 
+DATA_PLACEHOLDER = "DATA"
+"""How a recorded command names the data folder (``--data-dir DATA``): a reader passes their own."""
+
+
+def local_name(path: str | os.PathLike[str]) -> str:
+    """How a recorded command names a local file or folder (a model folder, a fit corpus file, an export's
+    folder): ``./<its name>``, never the machine's path. Results name such a model by its name and the digest of
+    its files, a fit corpus file by its name and SHA-256: a reader runs the command from a folder that holds them.
+
+    >>> local_name("/home/me/models/my model"), local_name("corpus.txt")
+    ('./my model', './corpus.txt')
+    """
+    return f"./{Path(path).expanduser().resolve().name}"
+
+
 def dataset_record(dataset: Any) -> dict[str, Any]:
-    """The data source of an mteb task from its metadata: a local mirror folder (with its checksum) or the hub."""
+    """The data source of an mteb task from its metadata: a local folder (by its name, with the checksum of its
+    files; never the machine's path) or the hub."""
     path, revision = str(dataset.get("path", "")), dataset.get("revision")
     folder = Path(path)
     if folder.is_dir():
-        return {"repo": path, "revision": revision, "source": "mirror", "path": str(folder.resolve()),
+        name = folder.resolve().name
+        return {"repo": name, "revision": revision, "source": "mirror", "path": name,
                 "sha256": folder_checksum(folder.resolve())}
     return {"repo": path, "revision": revision, "source": "hub", "path": path, "sha256": None}

@@ -86,7 +86,8 @@ def test_a_mirror_result_is_found_without_the_mirror_and_from_the_hub(mirrored, 
     record = json.loads((out / "results" / written[0]).read_text())["scores"]["test"][0]["iso_bench"]
     assert record["data"]["source"] == "mirror" and len(record["data"]["rows_sha256"]) == 64
     assert record["data"]["splits"] == ["test"]
-    assert record["command"].endswith(f"--data-dir {mirror}")  # the command reproduces the run as it was
+    assert record["command"].endswith("--data-dir DATA")  # the command names a data folder, never the machine's
+    assert record["data"]["path"] == f"mteb/{FOLDER}"  # the mirror folder by its place in the data folder
 
     empty = tmp_path / "empty-cache"
     plan = iso_bench(*args, "--dry-run", datasets_cache=empty)  # no mirror, no hub cache: nothing to load

@@ -203,7 +203,9 @@ def test_use_source_loads_a_valid_mirror(tmp_path: Path, sts_rows: list[dict], d
     path = write_mirror(tmp_path, [json.dumps(r) for r in sts_rows])
     task = mteb.get_task("STS12")
     source = use_source(task, tmp_path)
-    assert source["path"] == str(path.parent) and task.data_loaded
+    assert source["path"] == path.parent.relative_to(tmp_path.resolve()).as_posix() == "mteb/sts12-sts"  # not its path
+    assert task.data_loaded
+    assert str(tmp_path) not in json.dumps(source)
     assert list(task.dataset["test"]["score"]) == [r["score"] for r in sts_rows]
 
 

@@ -153,7 +153,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--results", default="results",
                      help="results folder, readable by mteb.ResultCache (default: ./results)")
     run.add_argument("--data-dir", help="data directory: a hub mirror <dir>/<org>/<name>/ and the datasets' "
-                     "release folders (env ISO_BENCH_DATA_DIR; default: download)")
+                     "release folders (env ISO_BENCH_DATA_DIR; default: download); the command recorded with "
+                     "the results names it DATA, a local model folder or fit corpus file ./NAME")
     run.add_argument("--cache-dir", help="raw-vector cache (env ISO_BENCH_CACHE, default ~/.cache/iso_bench)")
     run.add_argument("--device", type=device_name, help="cpu, cuda, cuda:1, ... (default: cuda when available)")
     run.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iso_bench.files import read_lines, texts_digest
+from iso_bench.files import file_sha256, read_lines, texts_digest
 from iso_bench.registry import IsoBenchError
 
 TASK = "task"
@@ -103,11 +103,13 @@ class FitCorpus:
     @classmethod
     def from_file(cls, path: str | Path) -> FitCorpus:
         """One text per non-empty line of a UTF-8 file (lines end at ``\\n`` only); repeated lines are one
-        text, and the record keeps the file's count of non-empty lines (``n_lines``) beside ``n_texts``."""
+        text, and the record keeps the file's count of non-empty lines (``n_lines``) beside ``n_texts``. The
+        record names the file by its name (``path``) and the SHA-256 of its bytes (``sha256``), never by the
+        machine's path."""
         resolved = Path(path).expanduser().resolve()
         lines = read_text_file(path)
-        return cls(f"file:{resolved}", tuple(lines),
-                   {"fit_corpus": "file", "path": str(resolved), "n_lines": len(lines)})
+        return cls(f"file:{resolved}", tuple(lines), {"fit_corpus": "file", "path": resolved.name,
+                                                       "sha256": file_sha256(resolved), "n_lines": len(lines)})
 
     def sample(self, size: int, seed: int, reason: str | None = None) -> FitCorpus:
         """A seeded sample of ``size`` texts (in their order), recorded (``sample``, ``sample_seed``,

@@ -57,10 +57,16 @@ class DataSource:
     checksum: str | None = None  # SHA-256 over the mirror's files
     splits: tuple[str, ...] = ()  # the splits read
     rows: str | None = None  # SHA-256 of their rows (:func:`rows_digest`): the same for the same data by any route
+    within: str | None = None  # a mirror folder relative to the data directory (``mteb/sts12-sts``): what is recorded
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"repo": self.repo, "revision": self.revision, "source": self.kind, "path": self.path,
-               "sha256": self.checksum}
+        """The record of the source: a mirror folder by its place in the data directory, never the machine's path.
+
+        >>> DataSource("mteb/x", "r1", "mirror", "/home/me/data/mteb/x", "ab", within="mteb/x").to_dict()["path"]
+        'mteb/x'
+        """
+        out = {"repo": self.repo, "revision": self.revision, "source": self.kind,
+               "path": self.within or (self.repo if self.kind == "mirror" else self.path), "sha256": self.checksum}
         return {**out, "splits": list(self.splits), "rows_sha256": self.rows} if self.rows else out
 
 
@@ -121,10 +127,10 @@ def mirror_dir(explicit: str | Path | None = None) -> Path | None:
 def resolve_source(repo: str, revision: str | None, data_dir: str | Path | None = None) -> DataSource:
     """The mirror copy of ``repo`` when the mirror has it, else the hub repository."""
     root = mirror_dir(data_dir)
-    for folder in (root / repo, root / "hub" / repo) if root is not None else ():
-        if folder.is_dir():
-            folder = folder.resolve()
-            return DataSource(repo, revision, "mirror", str(folder), folder_checksum(folder))
+    for within in (repo, f"hub/{repo}") if root is not None else ():
+        if (root / within).is_dir():
+            folder = (root / within).resolve()
+            return DataSource(repo, revision, "mirror", str(folder), folder_checksum(folder), within=within)
     return DataSource(repo, revision, "hub", repo)
 
 

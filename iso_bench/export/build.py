@@ -46,6 +46,7 @@ from iso_bench.data.provider import CorpusProvider
 from iso_bench.faults import check_space
 from iso_bench.files import (
     MANIFEST,
+    local_name,
     manifest_differences,
     read_manifest,
     remove_stale_temporary_folders,
@@ -180,7 +181,10 @@ def export(variant: str, fit_corpus: str, output: str | Path, *, data_dir: str |
                            progress=progress)
     encoder = VariantEncoder(store, spec, corpus=provider, seed=seed)
     flags = [*(["--revision", revision] if revision else []), *(["--seed", str(seed)] if seed else [])]
-    command = shlex.join(["iso-bench", "export", variant, "--fit-corpus", fit_corpus, *flags, "-o", str(output)])
+    # recorded: local folders and files by their names, never the machine's paths (iso_bench.files.local_name)
+    shown = f"{local_name(model) if Path(model).expanduser().is_dir() else model}{SEPARATOR}{spec}"
+    corpus = fit_corpus if task is not None else local_name(fit_corpus)
+    command = shlex.join(["iso-bench", "export", shown, "--fit-corpus", corpus, *flags, "-o", local_name(output)])
     encoder.base_record = base_record(backbone, command)
     return export_variant(encoder, task, output, overwrite=overwrite)
 

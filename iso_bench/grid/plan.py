@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, fit_budget
+from iso_bench.files import DATA_PLACEHOLDER, local_name
 from iso_bench.methods import canonical_spec as methods_canonical_spec
 from iso_bench.methods import make_method
 from iso_bench.mteb_plugin import (
@@ -209,17 +210,21 @@ def variant_meta_of(cfg: RunConfig, run: Any, spec: str) -> Any:
 
 def reproduce_command(args: Any, model: str) -> str:
     """The ``iso-bench run`` command line that reproduces the numbers of ``model``, into the same setup folders,
-    from the parsed options ``args`` (with ``--data-dir`` where one was given, as given; the results and cache
-    folders, speed and engine flags left out): recorded in every result."""
-    parts = ["iso-bench", "run", "--model", model]
+    from the parsed options ``args``: recorded in every result, so it holds no path of the machine. A local model
+    folder and a fit corpus file are named ``./<name>`` (:func:`iso_bench.files.local_name`; the result records
+    the folder's digest and the file's SHA-256), a data folder ``--data-dir DATA``; the results and cache folders,
+    speed and engine flags are left out."""
+    shown = local_name(model) if Path(model).expanduser().is_dir() else model
+    parts = ["iso-bench", "run", "--model", shown]
     if args.revision:
         parts += ["--revision", args.revision]
     parts += ["--methods", *args.methods, "--tasks", *args.tasks]
     if getattr(args, "data_dir", None):
-        parts += ["--data-dir", str(args.data_dir)]
+        parts += ["--data-dir", DATA_PLACEHOLDER]
     defaults = {"--fit-corpus": "task", "--fit-sample": None, "--fit-budget": None, "--seed": 0, "--pooling": None,
                 "--layer": None}
-    given = {"--fit-corpus": args.fit_corpus, "--fit-sample": args.fit_sample, "--fit-budget": args.fit_budget,
+    corpus = args.fit_corpus if args.fit_corpus in (None, *SETTINGS) else local_name(args.fit_corpus)
+    given = {"--fit-corpus": corpus, "--fit-sample": args.fit_sample, "--fit-budget": args.fit_budget,
              "--seed": None if args.seeds else args.seed, "--pooling": args.pooling, "--layer": args.layer}
     for flag, value in given.items():
         if value is not None and value != defaults[flag]:

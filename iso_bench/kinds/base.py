@@ -88,10 +88,11 @@ class Kind:
         raise NotImplementedError
 
     def source_record(self) -> dict[str, Any]:
-        """Where the data came from, for the result record."""
+        """Where the data came from, for the result record: the release folder by its place in the data directory
+        (the card's ``path``), never the machine's path, and the SHA-256 of its files."""
         assert self.folder is not None, "source_record before the data was loaded"
         source = self.card.source
-        return {"repo": source.url, "revision": source.version, "source": "local", "path": str(self.folder),
+        return {"repo": source.url, "revision": source.version, "source": "local", "path": source.path,
                 "sha256": folder_checksum(self.folder)}
 
     def fit_texts(self) -> list[str]:  # pragma: no cover - abstract

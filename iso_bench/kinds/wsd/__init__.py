@@ -41,7 +41,7 @@ class WSDKind(Kind):
 
     def source_record(self) -> dict[str, Any]:
         record = super().source_record()
-        record["wordnet"] = {"path": str(self.wordnet_folder), "sha256": folder_checksum(self.wordnet_folder),
+        record["wordnet"] = {"path": self.card.params["wordnet"].path, "sha256": folder_checksum(self.wordnet_folder),
                              "revision": self.card.params["wordnet"].version}
         return record
 
