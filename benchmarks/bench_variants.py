@@ -139,15 +139,15 @@ def time_forward_passes(phases: Phases) -> None:
 
 
 def instrument(phases: Phases) -> None:
+    import iso_bench.backbones.hf_backbone
     import iso_bench.encoder
     import iso_bench.mteb_plugin
     import iso_bench.results.instances
-    import iso_bench.vectors.hf_backbone
     from iso_bench.methods import METHODS
     from iso_bench.vectors.store import EmbeddingStore
 
     time_forward_passes(phases)
-    phases.wrap(iso_bench.vectors.hf_backbone, "load_backbone", "model loading")
+    phases.wrap(iso_bench.backbones.hf_backbone, "load_backbone", "model loading")
     phases.wrap(mteb.abstasks.AbsTask, "load_data", "dataset loading")
     phases.wrap(EmbeddingStore, "_compute", "encode: all but the forward passes")
     phases.wrap(EmbeddingStore, "_compute_spans", "encode: all but the forward passes")

@@ -1,6 +1,6 @@
 """The one place that names the concrete backbones: :func:`load_backbone` builds the backbone of a model and
 :func:`peek_revision` says which revision it will record without loading it. Everything else types against
-:class:`iso_bench.vectors.base.BackboneProtocol`.
+:class:`iso_bench.backbones.base.BackboneProtocol`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from iso_bench.backbones.base import EQUAL_LENGTH, BackboneError, is_pipeline, model_label
+from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction
+from iso_bench.backbones.mteb_backbone import MtebBackbone, mteb_meta
 from iso_bench.files import folder_revision
-from iso_bench.vectors.base import EQUAL_LENGTH, BackboneError, is_pipeline, model_label
-from iso_bench.vectors.hf_backbone import Backbone, Extraction, default_extraction
-from iso_bench.vectors.mteb_backbone import MtebBackbone, mteb_meta
 
 
 def load_backbone(model_id: str, revision: str | None = None, *, device: str | None = None,
@@ -25,13 +25,13 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
     """The backbone that makes a model's raw vectors, the one factory the runner and the mteb loader call.
 
     A model that mteb's registry implements (and that is not an iso-bench variant) is run by that
-    implementation, :class:`~iso_bench.vectors.mteb_backbone.MtebBackbone`, unless ``pooling`` or ``layer`` asks
+    implementation, :class:`~iso_bench.backbones.mteb_backbone.MtebBackbone`, unless ``pooling`` or ``layer`` asks
     for iso-bench's own extraction; any other sentence-transformers pipeline (a hub id or a local folder with a
     ``modules.json``: Transformer or static embedding, pooling of any mode, Dense, Normalize) through its own
     modules (:func:`pipeline_backbone`); every other model by :class:`Backbone`, from its hidden states.
     ``hidden_states=True`` (an analysis over every layer, :func:`iso_bench.numerics.outliers.analyse`) always gives
     :class:`Backbone`. ``describe()["vectors"]`` says which path made the vectors (``"mteb"`` or ``"hf"``).
-    ``batching`` is the batching policy (:func:`iso_bench.vectors.base.plan_batches`), recorded in the
+    ``batching`` is the batching policy (:func:`iso_bench.backbones.base.plan_batches`), recorded in the
     extraction: equal token lengths per batch, so that a text's vector does not depend on its batch.
 
     Example:

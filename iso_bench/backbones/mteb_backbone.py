@@ -1,6 +1,6 @@
 """Raw vectors from mteb's own implementation of a model: the vectors MTEB evaluates.
 
-For a model that mteb's registry implements, :func:`~iso_bench.vectors.loader.load_backbone` returns an
+For a model that mteb's registry implements, :func:`~iso_bench.backbones.loader.load_backbone` returns an
 :class:`MtebBackbone`. ``mteb.get_model(id, revision)`` loads the model with mteb's loader and settings, and
 every text is encoded with the prompt that mteb's wrapper gives it for the task and prompt type at hand (e5's
 ``"query: "`` / ``"passage: "``, bge's retrieval instruction, ...) and with the model's pooling, normalisation
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.vectors.base import (
+from iso_bench.backbones.base import (
     EQUAL_LENGTH,
     KINDS,
     MIN_ROWS,
@@ -44,7 +44,7 @@ from iso_bench.vectors.base import (
     run_batches,
     span_rows,
 )
-from iso_bench.vectors.pipeline import (  # noqa: F401 - MtebExtraction, sentence_transformer: named here too
+from iso_bench.backbones.pipeline import (  # noqa: F401 - MtebExtraction, sentence_transformer: named here too
     MtebExtraction,
     as_numpy,
     commit_of,
@@ -83,7 +83,7 @@ def mteb_meta(model_id: str, revision: str | None = None) -> Any | None:
 
 class MtebBackbone:
     """A model run by mteb's own implementation of it; the same interface as
-    :class:`~iso_bench.vectors.hf_backbone.Backbone` (:class:`~iso_bench.vectors.base.BackboneProtocol`).
+    :class:`~iso_bench.backbones.hf_backbone.Backbone` (:class:`~iso_bench.backbones.base.BackboneProtocol`).
 
     Args:
         model_id: a name in mteb's model registry.
@@ -100,7 +100,7 @@ class MtebBackbone:
         meta = model.mteb_model_meta if model is not None else mteb_meta(model_id, revision)
         if meta is None:
             raise BackboneError(f"mteb has no implementation of {model_id!r} at revision {revision}; "
-                                "iso_bench.vectors.loader.load_backbone uses iso-bench's own backbone for it")
+                                "iso_bench.backbones.loader.load_backbone uses iso-bench's own backbone for it")
         if (meta.loader_kwargs or {}).get("trust_remote_code") and not trust_remote_code and model is None:
             raise BackboneError(f"mteb's implementation of {meta.name!r} runs code from the model's repository "
                                 "(trust_remote_code=True): pass --trust-remote-code to allow it")
@@ -186,7 +186,7 @@ class MtebBackbone:
                progress: bool = True, desc: str = "encoding", task_metadata: Any = None,
                prompt_type: Any = None) -> dict[str, list[np.ndarray]]:
         """Encode ``texts`` with the prompt for ``task_metadata`` and ``prompt_type``: per requested kind, one
-        array per text, in input order (shapes as :meth:`iso_bench.vectors.hf_backbone.Backbone.encode`). Token and
+        array per text, in input order (shapes as :meth:`iso_bench.backbones.hf_backbone.Backbone.encode`). Token and
         span vectors cover the text's own tokens only: no special tokens and no prompt tokens."""
         check_request(texts, kinds, spans)
         unable = [k for k in kinds if k not in self.kinds]

@@ -1,8 +1,8 @@
 """What every backbone shares: the :class:`BackboneProtocol` the rest of iso-bench types against, the kinds
 of raw vectors, and the batching and span helpers both concrete backbones use.
 
-The concrete backbones (:mod:`iso_bench.vectors.hf_backbone`, :mod:`iso_bench.vectors.mteb_backbone`) are named
-only by :mod:`iso_bench.vectors.loader`. Importing this module loads neither torch nor mteb.
+The concrete backbones (:mod:`iso_bench.backbones.hf_backbone`, :mod:`iso_bench.backbones.mteb_backbone`) are named
+only by :mod:`iso_bench.backbones.loader`. Importing this module loads neither torch nor mteb.
 """
 
 from __future__ import annotations

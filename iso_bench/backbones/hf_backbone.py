@@ -13,7 +13,7 @@ Example:
     (384,)
 
 Which network makes the vectors is chosen by :func:`load_backbone`: a model that mteb's registry knows is
-run by mteb's own implementation of it (:mod:`iso_bench.vectors.mteb_backbone`: its prompts, pooling, normalisation
+run by mteb's own implementation of it (:mod:`iso_bench.backbones.mteb_backbone`: its prompts, pooling, normalisation
 and max length, so the raw variant is the model MTEB evaluates); any other model, or a request for a
 ``pooling`` or ``layer``, by :class:`Backbone` here.
 
@@ -31,9 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.files import folder_revision
-from iso_bench.registry import IsoBenchError
-from iso_bench.vectors.base import (
+from iso_bench.backbones.base import (
     EQUAL_LENGTH,
     KINDS,
     PADDED,
@@ -47,6 +45,8 @@ from iso_bench.vectors.base import (
     run_batches,
     span_rows,
 )
+from iso_bench.files import folder_revision
+from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +66,8 @@ class Extraction:
     last layer). ``first-last-avg`` ignores ``layer`` and averages ``hidden_states[1]`` and
     ``hidden_states[-1]``. ``normalize`` scales sentence vectors to unit length, as a
     sentence-transformers model with a Normalize module does. ``batching`` is the batching policy
-    (:func:`iso_bench.vectors.base.plan_batches`): :data:`~iso_bench.vectors.base.EQUAL_LENGTH` unless results
-    written under the old :data:`~iso_bench.vectors.base.PADDED` policy are to be reproduced.
+    (:func:`iso_bench.backbones.base.plan_batches`): :data:`~iso_bench.backbones.base.EQUAL_LENGTH` unless results
+    written under the old :data:`~iso_bench.backbones.base.PADDED` policy are to be reproduced.
     """
 
     pooling: str = "mean"
