@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from iso_bench.backbones.base import MIN_ROWS, filled, plan_batches
-from tests.conftest import MINILM
+from tests.conftest import MINILM, _missing
 from tests.test_pipelines import max_dense_dir, static_dir  # noqa: F401 - session fixtures shared with this file
 
 TEXTS = ["A man is playing a guitar.", "hello world", "money", "A woman slices a cucumber on a board.",
@@ -43,7 +43,6 @@ class Counting:
 def _backbone(model: str) -> Any:
     from iso_bench.backbones.loader import load_backbone
     from iso_bench.registry import IsoBenchError
-    from tests.conftest import _missing
 
     try:
         return load_backbone(model, device="cpu")
@@ -132,3 +131,21 @@ def test_static_features_are_its_own_preprocessing(static_dir: Path) -> None:  #
     theirs = st.preprocess([TEXTS[3], TEXTS[1], TEXTS[2]], prompt="query: ")
     for key in ("input_ids", "offsets"):
         assert ours[key].dtype == theirs[key].dtype and ours[key].tolist() == theirs[key].tolist()
+
+
+def test_what_a_model_is_is_resolved_once(tiny_bert_dir: Path, max_dense_dir: Path) -> None:  # noqa: F811
+    """mteb's model, a sentence-transformers folder, a plain HF folder, and a pooling asked for: each resolved to
+    how it is run, with the revision it loads at and the modules read once."""
+    from iso_bench.backbones.loader import HF, MTEB, PIPELINE, resolve
+
+    minilm = resolve(MINILM)
+    assert (minilm.how, minilm.meta.revision, minilm.modules) == (MTEB, "8b3219a92973c328a8e22fadcfa821b5dc75636a",
+                                                                   None)
+    pooled = resolve(MINILM, pooling="cls")  # iso-bench's own extraction, at mteb's pinned revision
+    if pooled.modules is None:
+        _missing(f"{MINILM} in the Hugging Face cache")
+    assert (pooled.how, pooled.revision) == (HF, minilm.meta.revision)
+    assert [m["type"].rsplit(".", 1)[-1] for m in pooled.modules] == ["Transformer", "Pooling", "Normalize"]
+    folder = resolve(str(max_dense_dir))
+    assert (folder.how, folder.folder, len(folder.modules)) == (PIPELINE, True, 4)
+    assert resolve(str(tiny_bert_dir)).how == HF and resolve(str(max_dense_dir), hidden_states=True).how == HF

@@ -90,13 +90,6 @@ def read_model_json(folder_or_id: str, filename: str, revision: str | None) -> d
     return json.loads(Path(path).read_text()) if path else None
 
 
-def is_pipeline(model: str, revision: str | None = None) -> bool:
-    """Whether ``model`` is a sentence-transformers pipeline (its ``modules.json``: a Transformer or a static
-    embedding, then pooling, Dense, Normalize, ...), which is then run through its own modules."""
-    modules = read_model_json(model, "modules.json", revision)
-    return isinstance(modules, list) and bool(modules)
-
-
 @runtime_checkable
 class BackboneProtocol(Protocol):
     """What makes a model's raw vectors: the one interface the store, the runner and the encoder use.

@@ -97,10 +97,10 @@ class Extraction:
         return asdict(self)
 
 
-def default_extraction(model_id: str, revision: str | None = None) -> Extraction:
-    """The model's usual pooling: its sentence-transformers configuration when it has one, else mean
-    pooling over the last layer without normalisation."""
-    modules = read_model_json(model_id, "modules.json", revision) or []
+def default_extraction(model_id: str, revision: str | None = None, modules: Any = None) -> Extraction:
+    """The model's usual pooling: its sentence-transformers configuration when it has one (``modules``: its
+    ``modules.json`` where already read), else mean pooling over the last layer without normalisation."""
+    modules = modules if modules is not None else read_model_json(model_id, "modules.json", revision) or []
     pooling, normalize = "mean", False
     for module in modules if isinstance(modules, list) else []:
         kind = str(module.get("type", ""))

@@ -84,12 +84,14 @@ class MtebBackbone:
         trust_remote_code: allows an implementation that runs the model repository's own code.
         batch_size: texts per forward pass when the caller does not say.
         model: an implementation already loaded with ``mteb.get_model`` (skips loading).
+        meta: mteb's ``ModelMeta`` of the model where already resolved (:func:`~iso_bench.backbones.loader.resolve`).
     """
 
     def __init__(self, model_id: str, revision: str | None = None, *, device: str | None = None,
                  trust_remote_code: bool = False, batch_size: int = 32, model: Any = None,
-                 batching: str = EQUAL_LENGTH) -> None:
-        meta = model.mteb_model_meta if model is not None else mteb_meta(model_id, revision)
+                 batching: str = EQUAL_LENGTH, meta: Any = None) -> None:
+        if meta is None:
+            meta = model.mteb_model_meta if model is not None else mteb_meta(model_id, revision)
         if meta is None:
             raise BackboneError(f"mteb has no implementation of {model_id!r} at revision {revision}; "
                                 "iso_bench.backbones.loader.load_backbone uses iso-bench's own backbone for it")
