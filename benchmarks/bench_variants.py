@@ -35,8 +35,10 @@ times (plain, sentence, tokens; then the reverse):
 ``--tiny-model`` runs a 1-layer, 64-d BERT with all-MiniLM-L6-v2's tokenizer (random weights, seeded), saved as a
 sentence-transformers folder (mean pooling, Normalize): a model whose forward costs next to nothing, so what is
 left is iso-bench's own work. The same ratios in this process's CPU time are printed too: on a machine shared with
-other jobs they move less than wall time (on the CPU; on a GPU wall time is what counts). ``--encode-only``
-measures the encode lines alone (no runs).
+other jobs they move less than wall time (on the CPU; on a GPU wall time is what counts). ``--threads 1`` also
+keeps the tokenizer on one thread (``TOKENIZERS_PARALLELISM=false`` unless set): a tokenizer call over a whole
+request otherwise waits on a second core that other jobs keep busy. ``--encode-only`` measures the encode lines
+alone (no runs).
 
 The overhead's numerator and denominator come from the same runs, so the machine's load moves them together;
 model and dataset loading are left out of both runs' seconds (they do not depend on the methods).
@@ -276,6 +278,8 @@ def main() -> None:
     methods = list(dict.fromkeys(["raw", *args.methods]))
 
     torch.set_num_threads(args.threads)
+    if args.threads == 1:  # one thread for the Rust tokenizer too: its pool waits on a busy second core
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     phases = Phases()
     instrument(phases)
     rows: list[tuple[str, float, RunSummary, dict[str, float]]] = []

@@ -149,3 +149,22 @@ def test_what_a_model_is_is_resolved_once(tiny_bert_dir: Path, max_dense_dir: Pa
     folder = resolve(str(max_dense_dir))
     assert (folder.how, folder.folder, len(folder.modules)) == (PIPELINE, True, 4)
     assert resolve(str(tiny_bert_dir)).how == HF and resolve(str(max_dense_dir), hidden_states=True).how == HF
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prompt", ["", "query: "])
+def test_the_one_tokenizer_call_is_the_pipelines_own_preprocessing(models, prompt) -> None:
+    """Its tokenizer arguments are those sentence-transformers' preprocess passes (prompt, truncation at the max
+    length, the prompt's length for pooling), unpadded: same ids, masks and offsets."""
+    from iso_bench.backbones.features import pipeline_tokens
+
+    st = models["mean"].st
+    texts = [*TEXTS, "word " * 400]  # one text past the max length
+    ours = pipeline_tokens(st, texts, prompt, None, True, offsets=True)
+    theirs = st.preprocess(texts, prompt=prompt or None, processing_kwargs={
+        "text": {"padding": False, "return_offsets_mapping": True, "return_special_tokens_mask": True},
+        "common": {"return_tensors": None}})
+    assert ours.lengths[-1] == st.max_seq_length == 256
+    assert {k: ours.columns[k] for k in ours.columns} == {k: theirs[k] for k in ours.columns}
+    assert ours.offsets == theirs["offset_mapping"] and ours.special == theirs["special_tokens_mask"]
+    assert ours.shared == {k: v for k, v in theirs.items() if not isinstance(v, list)}

@@ -32,16 +32,14 @@ class Tokens:
     offsets: list[Any] | None = None
     special: list[Any] | None = None
 
-    def offsets_of(self, i: int) -> np.ndarray:
-        assert self.offsets is not None
-        return np.asarray(self.offsets[i], dtype=np.int64).reshape(-1, 2)
+    def offsets_of(self, i: int) -> np.ndarray | None:
+        return None if self.offsets is None else np.asarray(self.offsets[i], dtype=np.int64).reshape(-1, 2)
 
     def real_of(self, i: int, prompt: str) -> np.ndarray:
-        """The mask of text ``i``'s own tokens: not special, not in the prompt."""
-        offsets = self.offsets_of(i)
+        """The mask of text ``i``'s own tokens: not special, not in the prompt (its offsets are asked for then)."""
         real = (~np.asarray(self.special[i], dtype=bool) if self.special is not None
-                else np.ones(len(offsets), dtype=bool))
-        return real & (offsets[:, 1] > len(prompt)) if prompt else real
+                else np.ones(self.lengths[i], dtype=bool))
+        return real & (self.offsets_of(i)[:, 1] > len(prompt)) if prompt else real
 
 
 def from_encoding(encoding: Any, n: int, shared: dict[str, Any] | None = None) -> Tokens:
@@ -52,15 +50,20 @@ def from_encoding(encoding: Any, n: int, shared: dict[str, Any] | None = None) -
                   encoding.get("offset_mapping"), encoding.get("special_tokens_mask"))
 
 
-def pipeline_tokens(st: Any, texts: Sequence[str], prompt: str, task: str | None, offsets: bool) -> Tokens:
+def pipeline_tokens(st: Any, texts: Sequence[str], prompt: str, task: str | None, rows: bool,
+                    offsets: bool | None = None) -> Tokens:
     """One tokenizer call over the whole request with the arguments the sentence-transformers pipeline's own
     preprocessing passes its tokenizer (the prompt put before each text, truncation, its max length and
-    processing settings), unpadded, with the character offsets from the same call when ``offsets``; the
-    pipeline's ``preprocess`` itself where those arguments cannot be read (another sentence-transformers)."""
+    processing settings), unpadded; for token vectors (``rows``) the special-token masks from the same call,
+    and the character offsets where spans or a prompt need them (``offsets``; default: with ``rows`` and a
+    prompt); the pipeline's ``preprocess`` itself where those arguments cannot be read (another
+    sentence-transformers)."""
     first = st[0]
     text: dict[str, Any] = {"padding": False}
-    if offsets:
-        text.update(return_offsets_mapping=True, return_special_tokens_mask=True)
+    if rows:
+        text.update(return_special_tokens_mask=True)
+    if offsets or (offsets is None and rows and bool(prompt)):
+        text.update(return_offsets_mapping=True)
     merge = getattr(first, "_merge_processing_kwargs", None)
     measure = getattr(first, "_get_prompt_length", None)
     if merge is None or measure is None:
@@ -78,12 +81,13 @@ def pipeline_tokens(st: Any, texts: Sequence[str], prompt: str, task: str | None
     return from_encoding(encoding, len(texts), shared)
 
 
-def static_tokens(module: Any, texts: Sequence[str], prompt: str) -> Tokens:
+def static_tokens(module: Any, texts: Sequence[str], prompt: str, offsets: bool = True) -> Tokens:
     """One call of a static embedding's tokenizer over the whole request, as its ``preprocess`` makes it (the
-    prompt put before each text, no special tokens): ids and character offsets per text."""
+    prompt put before each text, no special tokens): ids per text, and their character offsets (``offsets``)."""
     encodings = module.tokenizer.encode_batch([prompt + t for t in texts], add_special_tokens=False)
     ids = [e.ids for e in encodings]
-    return Tokens({"input_ids": ids}, [len(i) for i in ids], offsets=[e.offsets for e in encodings])
+    return Tokens({"input_ids": ids}, [len(i) for i in ids], offsets=[e.offsets for e in encodings] if offsets
+                  else None)
 
 
 def collate(tokens: Tokens, run: Sequence[int], pad: Any = None) -> dict[str, Any]:

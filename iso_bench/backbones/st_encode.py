@@ -62,8 +62,9 @@ class PipelineEncoder:
 
         static = self.how == "static"
         rows = "tokens" in kinds or "span" in kinds
-        tokens = (static_tokens(static_embedding(self.st), texts, prompt) if static
-                  else pipeline_tokens(self.st, texts, prompt, route, rows))
+        offsets = "span" in kinds or (rows and bool(prompt))  # where the text's own tokens need them
+        tokens = (static_tokens(static_embedding(self.st), texts, prompt, offsets) if static
+                  else pipeline_tokens(self.st, texts, prompt, route, rows, offsets))
         padded = self.batching == PADDED
         if padded:  # iso-bench 0.1: by character length, padded batches
             lengths, fill = [len(t) for t in texts], None
@@ -114,7 +115,7 @@ class PipelineEncoder:
         out = []
         for i in run:
             offsets = tokens.offsets_of(i)
-            real = offsets[:, 1] > len(prompt) if prompt else np.ones(len(offsets), dtype=bool)
+            real = offsets[:, 1] > len(prompt) if prompt else np.ones(tokens.lengths[i], dtype=bool)
             out.append((self._rows_matrix[np.asarray(tokens.columns["input_ids"][i], dtype=np.int64)], offsets, real))
         return out
 
