@@ -24,7 +24,7 @@ import numpy as np
 from iso_bench.checks import set_threads
 from iso_bench.kernels import describe_kernels
 from iso_bench.methods import make_method
-from iso_bench.vectors.hf_backbone import Backbone
+from iso_bench.backbones.hf_backbone import Backbone
 
 set_threads(1)
 data_dir, n = sys.argv[1], int(sys.argv[2])

@@ -80,10 +80,10 @@ def main() -> None:
     import numpy as np
     import torch
 
+    from iso_bench.backbones.base import EQUAL_LENGTH, PADDED
+    from iso_bench.backbones.loader import load_backbone
     from iso_bench.grid.runner import RunConfig, run
     from iso_bench.grid.tasks import resolve
-    from iso_bench.vectors.base import EQUAL_LENGTH, PADDED
-    from iso_bench.vectors.loader import load_backbone
 
     tasks = [ref.name for ref in resolve(args.tasks)]
     with tempfile.TemporaryDirectory(prefix="iso-bench-repro-") as tmp:

@@ -1,6 +1,7 @@
 """What N variants cost over one, and what a rerun costs, measured in one process side by side.
 
-    python benchmarks/bench_variants.py --data-dir ../shared/data [--model ID] [--threads 2] [--device cpu]
+    python benchmarks/bench_variants.py --data-dir ../shared/data [--model ID | --tiny-model] [--threads 2]
+        [--device cpu] [--batch-size 32] [--encode-only]
 
 Four runs of ``iso_bench.grid.runner.run`` with the default settings (every default method, the 7 MTEB STS tasks,
 bootstrap intervals of 1,000 resamples), at a fixed, printed thread count:
@@ -22,6 +23,23 @@ and printed apart. The output ends with three lines:
     ratio warm: Y    (run 4 / run 2)
     overhead: Z      (run 2's seconds outside the forward passes minus run 1's, over run 2's forward passes)
 
+Beside them, in the same process, the floor: plain ``SentenceTransformer.encode`` of the same distinct texts (every
+task's, deduplicated) at the same batch size on the same device, against iso-bench's encode of them into an empty
+raw-vector store (shard writes included), for sentence vectors and with token vectors kept, alternated ``--repeats``
+times (plain, sentence, tokens; then the reverse):
+
+    encode vs sentence-transformers: X                       (iso-bench's raw encode / plain encode)
+    encode vs sentence-transformers, with token vectors: X'
+    variants vs sentence-transformers: Y                     (the cold run with every method / plain encode)
+
+``--tiny-model`` runs a 1-layer, 64-d BERT with all-MiniLM-L6-v2's tokenizer (random weights, seeded), saved as a
+sentence-transformers folder (mean pooling, Normalize): a model whose forward costs next to nothing, so what is
+left is iso-bench's own work. The same ratios in this process's CPU time are printed too: on a machine shared with
+other jobs they move less than wall time (on the CPU; on a GPU wall time is what counts). ``--threads 1`` also
+keeps the tokenizer on one thread (``TOKENIZERS_PARALLELISM=false`` unless set): a tokenizer call over a whole
+request otherwise waits on a second core that other jobs keep busy. ``--encode-only`` measures the encode lines
+alone (no runs).
+
 The overhead's numerator and denominator come from the same runs, so the machine's load moves them together;
 model and dataset loading are left out of both runs' seconds (they do not depend on the methods).
 
@@ -35,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import os
 import shutil
 import tempfile
@@ -140,14 +159,14 @@ def time_forward_passes(phases: Phases) -> None:
 
 def instrument(phases: Phases) -> None:
     import iso_bench.encoder
+    import iso_bench.grid.runner
     import iso_bench.mteb_plugin
     import iso_bench.results.instances
-    import iso_bench.vectors.hf_backbone
     from iso_bench.methods import METHODS
     from iso_bench.vectors.store import EmbeddingStore
 
     time_forward_passes(phases)
-    phases.wrap(iso_bench.vectors.hf_backbone, "load_backbone", "model loading")
+    phases.wrap(iso_bench.grid.runner, "load_backbone", "model loading")  # the name the runner calls
     phases.wrap(mteb.abstasks.AbsTask, "load_data", "dataset loading")
     phases.wrap(EmbeddingStore, "_compute", "encode: all but the forward passes")
     phases.wrap(EmbeddingStore, "_compute_spans", "encode: all but the forward passes")
@@ -165,6 +184,80 @@ def instrument(phases: Phases) -> None:
     phases.wrap(iso_bench.mteb_plugin, "write_result", "result writing")
 
 
+def tiny_model(folder: Path) -> str:
+    """A 1-layer, 64-d BERT with all-MiniLM-L6-v2's tokenizer (seeded random weights), saved as a
+    sentence-transformers folder (Transformer, mean Pooling, Normalize) in ``folder``."""
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(DEFAULT_MODEL)
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=64, num_hidden_layers=1,
+                                num_attention_heads=2, intermediate_size=128, max_position_embeddings=512))
+    hf = folder / "hf"
+    bert.save_pretrained(hf)
+    tokenizer.save_pretrained(hf)
+    transformer = models.Transformer(str(hf), max_seq_length=256)
+    st = SentenceTransformer(modules=[transformer, models.Pooling(64, pooling_mode="mean"), models.Normalize()],
+                             device="cpu")
+    st.save(str(folder / "tiny-bert"))
+    return str(folder / "tiny-bert")
+
+
+def distinct_texts(tasks: list[str], data_dir: str | None) -> list[str]:
+    """Every text the tasks encode, each once, in first-seen order."""
+    from iso_bench.data.fit_corpus import task_texts
+    from iso_bench.data.sources import get_task
+    from iso_bench.grid.tasks import resolve
+
+    return list(dict.fromkeys(t for ref in resolve(tasks) for t in task_texts(get_task(ref.name, data_dir))))
+
+
+def encode_floor(model: str, texts: list[str], batch_size: int, device: str, repeats: int, root: Path
+                 ) -> dict[str, list[float]]:
+    """Seconds per repeat: plain ``SentenceTransformer.encode`` of ``texts``, and iso-bench's encode of them into
+    an empty raw-vector store, sentence vectors alone and with token vectors kept (alternated)."""
+    from sentence_transformers import SentenceTransformer
+
+    from iso_bench.backbones.loader import load_backbone
+    from iso_bench.vectors.index import text_key
+    from iso_bench.vectors.store import EmbeddingStore
+
+    plain = SentenceTransformer(model, device=device)
+    backbone = load_backbone(model, device=device, batch_size=batch_size)
+    items = [(text_key(t, None, None), t, None) for t in texts]
+    seconds: dict[str, list[float]] = defaultdict(list)  # wall seconds; "cpu <name>": this process's CPU seconds
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    folders = itertools.count()
+
+    def run(name: str, n: int = len(texts)) -> None:
+        sync()
+        start, cpu = time.perf_counter(), time.process_time()
+        if name == "plain":
+            plain.encode(texts[:n], batch_size=batch_size, show_progress_bar=False)
+        else:
+            kinds = ("sentence", "tokens") if name == "tokens" else ("sentence",)
+            store = EmbeddingStore(backbone, root / f"floor-{next(folders)}", kinds=kinds, batch_size=batch_size,
+                                   progress=False)
+            store._compute("sentence", items[:n], "encoding", {}, collect=False)
+        sync()
+        seconds[name].append(time.perf_counter() - start)
+        seconds[f"cpu {name}"].append(time.process_time() - cpu)
+
+    for name in ("plain", "sentence", "tokens"):  # a warm-up of every path (kernels, allocator), not counted
+        run(name, 2048)
+    seconds.clear()
+    for i in range(repeats):
+        order = ["plain", "sentence", "tokens"]
+        for name in order if i % 2 == 0 else order[::-1]:
+            run(name)
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=DEFAULT_MODEL)
@@ -176,16 +269,38 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="pairs of cold runs, alternated raw, all, all, raw, ... (default: 1)")
+    parser.add_argument("--tiny-model", action="store_true",
+                        help="a 1-layer, 64-d BERT with all-MiniLM-L6-v2's tokenizer instead of --model")
+    parser.add_argument("--encode-only", action="store_true", help="the encode lines alone, no runs")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats: need at least 1 pair of cold runs, got {args.repeats}")
     methods = list(dict.fromkeys(["raw", *args.methods]))
 
+    torch.set_num_threads(args.threads)
+    if args.threads == 1:  # one thread for the Rust tokenizer too: its pool waits on a busy second core
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     phases = Phases()
     instrument(phases)
     rows: list[tuple[str, float, RunSummary, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="iso-bench-bench-") as tmp:
         root = Path(tmp)
+        if args.tiny_model:
+            args.model = tiny_model(root)
+        texts = distinct_texts(args.tasks, args.data_dir)
+        floor = encode_floor(args.model, texts, args.batch_size, args.device, args.repeats, root)
+        plain = sum(floor["plain"])
+        print(f"{len(texts):,} distinct texts, batch size {args.batch_size}, device {args.device}: plain encode "
+              + ", ".join(f"{s:.2f}" for s in floor["plain"]) + " s; iso-bench, sentence vectors "
+              + ", ".join(f"{s:.2f}" for s in floor["sentence"]) + " s; with token vectors "
+              + ", ".join(f"{s:.2f}" for s in floor["tokens"]) + " s", flush=True)
+        print(f"encode vs sentence-transformers: {sum(floor['sentence']) / plain:.2f}")
+        print(f"encode vs sentence-transformers, with token vectors: {sum(floor['tokens']) / plain:.2f}")
+        cpu = sum(floor["cpu plain"])  # this process's CPU time: less moved by other jobs on the machine
+        print(f"encode vs sentence-transformers, CPU time: {sum(floor['cpu sentence']) / cpu:.2f}; with token "
+              f"vectors: {sum(floor['cpu tokens']) / cpu:.2f}", flush=True)
+        if args.encode_only:
+            return
 
         def config(name: str, specs: list[str]) -> RunConfig:
             return RunConfig(model=args.model, methods=specs, tasks=args.tasks, data_dir=args.data_dir,
@@ -248,6 +363,8 @@ def main() -> None:
     print(f"ratio cold: {sum(every) / sum(raw):.2f}")
     print(f"ratio warm: {rows[-1][1] / last_cold:.2f}")
     print(f"overhead: {(all_out - raw_out) / all_forward:.2f}" if all_forward else "overhead: n/a (no forward pass)")
+    print(f"encode vs sentence-transformers: {sum(floor['sentence']) / plain:.2f}")
+    print(f"variants vs sentence-transformers: {sum(every) / len(every) / (plain / len(floor['plain'])):.2f}")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ On a GPU the kernels depend on the batch's shape, so equal-length batches do not
 independent of its batch as they do on the CPU. iso-bench's GPU promise is a tolerance instead: between batch
 sizes and cache states, a main score moves by at most ``TOLERANCE`` (1e-4, a tenth of MTEB's own results check).
 
-The same variants (raw, whiten, flow seed 0) on STSBenchmark and STSBenchmark-SentEval (which share texts) are
-run on ``--device cuda`` three times: batch size 32 from an empty cache, batch size 7 with the tasks reversed
-from another empty cache, and batch size 7 on the first run's (warm) cache. It prints every main score, then
+The same variants (raw and every default method, iso-bench v2's) on STSBenchmark and STSBenchmark-SentEval (which
+share texts) are run on ``--device cuda`` three times: batch size 32 from an empty cache, batch size 7 with the
+tasks reversed from another empty cache, and batch size 7 on the first run's (warm) cache. It prints every main
+score, then
 
     largest main-score difference: D
     GPU tolerance 1e-4: met | NOT met
@@ -43,8 +44,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default=os.environ.get("ISO_BENCH_DATA_DIR"))
     parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
-    parser.add_argument("--methods", nargs="+", default=["raw", "whiten", "flow"])
+    parser.add_argument("--methods", nargs="+", default=None, help="default: raw and every default method")
     args = parser.parse_args()
+    if args.methods is None:
+        from iso_bench.results.benchmark import DEFAULT_METHODS
+
+        args.methods = list(dict.fromkeys(["raw", *DEFAULT_METHODS]))
     import torch
 
     if not torch.cuda.is_available():

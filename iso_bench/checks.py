@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from iso_bench.backbones.base import read_model_json
 from iso_bench.methods import MethodError, make_method
 from iso_bench.registry import IsoBenchError
-from iso_bench.vectors.base import read_model_json
 
 logger = logging.getLogger(__name__)
 

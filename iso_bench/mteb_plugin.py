@@ -24,6 +24,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from iso_bench.backbones.base import model_label
+from iso_bench.backbones.loader import load_backbone
 from iso_bench.checks import check_methods, output_dims, token_vectors_unavailable
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, read_text_file
 from iso_bench.data.fit_corpus import fit_budget as default_budget
@@ -47,8 +49,6 @@ from iso_bench.results.result_files import (  # noqa: F401 - the repairs a run m
     write_result,
 )
 from iso_bench.results.setups import FILE_DIGEST
-from iso_bench.vectors.base import model_label
-from iso_bench.vectors.loader import load_backbone
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir
 
 SEPARATOR = "+"
@@ -67,7 +67,7 @@ class VariantNameError(IsoBenchError, ValueError):
 
 def variant_name(model_id: str, method_spec: str) -> str:
     """The mteb model name of a variant. mteb needs ``organization/name``; a local folder is named
-    ``local/<folder name>`` (:func:`iso_bench.vectors.base.model_label`), never by its path."""
+    ``local/<folder name>`` (:func:`iso_bench.backbones.base.model_label`), never by its path."""
     model_id = model_label(model_id)
     if "/" not in model_id:
         raise VariantNameError(

@@ -89,7 +89,7 @@ def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_backbone(tiny_bert_dir: Path):
-    from iso_bench.vectors.hf_backbone import Backbone, Extraction
+    from iso_bench.backbones.hf_backbone import Backbone, Extraction
 
     return Backbone(str(tiny_bert_dir), device="cpu", extraction=Extraction(pooling="mean"))
 
@@ -97,8 +97,8 @@ def tiny_backbone(tiny_bert_dir: Path):
 @pytest.fixture(scope="session")
 def minilm_backbone():
     """The real all-MiniLM-L6-v2 (laid into the HF cache by offline-models.sh), at mteb's pinned revision."""
-    from iso_bench.vectors.base import BackboneError
-    from iso_bench.vectors.hf_backbone import Backbone
+    from iso_bench.backbones.base import BackboneError
+    from iso_bench.backbones.hf_backbone import Backbone
 
     try:
         return Backbone(MINILM, "8b3219a92973c328a8e22fadcfa821b5dc75636a", device="cpu")

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from iso_bench.vectors.base import BackboneError
-from iso_bench.vectors.hf_backbone import Backbone, Extraction, default_extraction
-from iso_bench.vectors.loader import load_backbone
+from iso_bench.backbones.base import BackboneError
+from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction
+from iso_bench.backbones.loader import load_backbone
 
 TEXTS = ["the cat sat on the mat", "a dog", "the man is playing the guitar , the woman plays piano !"]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from iso_bench.backbones.base import model_label
 from iso_bench.kinds import Kind, kind_class
 from iso_bench.kinds.cards import CARDS, Group, TaskCard, cards, expand_tasks, suites
-from iso_bench.vectors.base import model_label
 
 ALL = [c.name for c in cards()]
 

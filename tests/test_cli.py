@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from iso_bench.backbones.hf_backbone import POOLINGS
 from iso_bench.cli import main
 from iso_bench.registry import IsoBenchError
-from iso_bench.vectors.hf_backbone import POOLINGS
 
 OPTIONS = {
     "run": ["--model", "--revision", "--methods", "--tasks", "--results", "--data-dir", "--cache-dir", "--device",

@@ -279,9 +279,9 @@ def test_a_token_level_variant_of_a_static_folder_exports_its_rows_pooled(static
     Normalize, then iso-bench's module reading the embedding rows of the text's tokens) encodes as the variant."""
     from sentence_transformers import SentenceTransformer
 
+    from iso_bench.backbones.loader import load_backbone
     from iso_bench.data.provider import CorpusProvider
     from iso_bench.encoder import VariantEncoder
-    from iso_bench.vectors.loader import load_backbone
     from iso_bench.vectors.store import EmbeddingStore
 
     texts = ["the cat sat on the mat", "a dog plays guitar", "the man is slicing a cucumber", "girl plays piano"]

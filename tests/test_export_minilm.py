@@ -37,10 +37,10 @@ MEASURED: dict[str, dict[str, float]] = {}  # printed at the end of the module (
 def fitted(hub_mirror, tmp_path_factory):
     """The backbone, its raw-vector store (the CI cache when set: the texts are encoded once), STSBenchmark's
     fit corpus, and per method its variant encoder and exported folder."""
+    from iso_bench.backbones.loader import load_backbone
     from iso_bench.data.provider import CorpusProvider
     from iso_bench.encoder import VariantEncoder
     from iso_bench.export import export_variant
-    from iso_bench.vectors.loader import load_backbone
     from iso_bench.vectors.store import EmbeddingStore
 
     try:
@@ -257,8 +257,8 @@ def test_a_flipped_byte_in_the_dense_weights_fails_verify_and_loading(fitted, tm
     refuse it in one line naming the file."""
     import shutil
 
+    from iso_bench.backbones.loader import load_backbone
     from iso_bench.cli import main
-    from iso_bench.vectors.loader import load_backbone
 
     folder = tmp_path / "whiten"
     shutil.copytree(fitted[2]["whiten"][1], folder)

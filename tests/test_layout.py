@@ -27,7 +27,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("export",),
     ("encoder",),
     ("results",),
-    ("kinds", "vectors", "checks", "tasks"),
+    ("kinds", "vectors", "backbones", "checks", "tasks"),
     ("methods", "data"),
     ("numerics",),
     ("files", "registry", "faults", "_version", "kernels"),

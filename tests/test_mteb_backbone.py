@@ -18,11 +18,11 @@ datasets = pytest.importorskip("datasets")
 
 from mteb.models.abs_encoder import AbsEncoder  # noqa: E402
 
+from iso_bench.backbones.base import plan_batches  # noqa: E402
+from iso_bench.backbones.hf_backbone import Backbone  # noqa: E402
+from iso_bench.backbones.loader import load_backbone  # noqa: E402
+from iso_bench.backbones.mteb_backbone import MtebBackbone, TokenVectorsUnavailable, mteb_meta  # noqa: E402
 from iso_bench.registry import IsoBenchError  # noqa: E402
-from iso_bench.vectors.base import plan_batches  # noqa: E402
-from iso_bench.vectors.hf_backbone import Backbone  # noqa: E402
-from iso_bench.vectors.loader import load_backbone  # noqa: E402
-from iso_bench.vectors.mteb_backbone import MtebBackbone, TokenVectorsUnavailable, mteb_meta  # noqa: E402
 from iso_bench.vectors.store import EmbeddingStore, text_key  # noqa: E402
 from tests.conftest import MINILM, _missing  # noqa: E402
 
@@ -337,7 +337,7 @@ def test_token_types_are_the_tokenizer_ids_of_the_token_vectors_past_the_prompt(
 
 
 def test_a_batchs_token_vectors_are_views_of_one_block() -> None:
-    from iso_bench.vectors.pipeline import views as _views
+    from iso_bench.backbones.pipeline import views as _views
 
     arrays = [np.arange(6.0, dtype=np.float32).reshape(3, 2), np.zeros((0, 2), np.float32), np.ones((1, 2), np.float32)]
     views = _views(arrays)

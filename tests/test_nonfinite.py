@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from iso_bench.backbones.base import model_label
 from iso_bench.cli import main
 from iso_bench.methods.center import Center
-from iso_bench.vectors.base import model_label
 from tests.conftest import small_mirror
 from tests.test_integrity import evaluate, make_variant
 

@@ -51,7 +51,7 @@ def _st_vectors(folder: Path, texts: list[str]) -> np.ndarray:
 
 @pytest.mark.slow
 def test_a_pipeline_with_max_pooling_and_a_dense_layer_is_encoded_as_itself(max_dense_dir: Path) -> None:
-    from iso_bench.vectors.loader import load_backbone
+    from iso_bench.backbones.loader import load_backbone
 
     backbone = load_backbone(str(max_dense_dir))
     extraction = backbone.describe()["extraction"]
@@ -123,7 +123,7 @@ def test_a_static_model_runs_every_kind_of_method(static_dir: Path, tmp_path: Pa
 
 def test_static_token_vectors_are_the_embedding_rows_of_the_texts_tokens(static_dir: Path) -> None:
     """The mean of a text's token vectors, normalised, is the model's own sentence vector."""
-    from iso_bench.vectors.loader import load_backbone
+    from iso_bench.backbones.loader import load_backbone
 
     backbone = load_backbone(str(static_dir))
     out = backbone.encode(TEXTS, kinds=("sentence", "tokens"), progress=False)

@@ -32,9 +32,9 @@ def test_did_you_mean() -> None:
 
 
 def test_user_errors_share_one_base() -> None:
+    from iso_bench.backbones.base import BackboneError
+    from iso_bench.backbones.hf_backbone import Extraction, ExtractionError
     from iso_bench.methods import MethodError, NotFittedError, make_method
-    from iso_bench.vectors.base import BackboneError
-    from iso_bench.vectors.hf_backbone import Extraction, ExtractionError
     from iso_bench.vectors.store import CacheCorruptError
 
     for cls in (BackboneError, ExtractionError, CacheCorruptError, MethodError, NotFittedError, UnknownNameError):

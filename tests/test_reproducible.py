@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iso_bench.vectors.base import EQUAL_LENGTH, PADDED, plan_batches
+from iso_bench.backbones.base import EQUAL_LENGTH, PADDED, plan_batches
 from tests.conftest import MINILM, SHARED_DATA
 
 TEXTS = ["the cat sat on the mat", "a dog", "the man is playing the guitar", "a girl plays", "the bank",

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from iso_bench._version import __version__
+from iso_bench.backbones.hf_backbone import POOLINGS
+from iso_bench.backbones.loader import load_backbone
 from iso_bench.checks import check_results_dir, check_seeds, set_threads
 from iso_bench.cli.arguments import device_name, method_spec, positive_int, seconds  # noqa: F401 - named here too
 from iso_bench.cli.console import Terminated, console, terminate_as_interrupt
@@ -49,8 +51,6 @@ from iso_bench.numerics.outliers import analyse
 from iso_bench.registry import IsoBenchError
 from iso_bench.report import FORMATS, write_leaderboard, write_outlier_reports
 from iso_bench.results.benchmark import DEFAULT_METHODS
-from iso_bench.vectors.hf_backbone import POOLINGS
-from iso_bench.vectors.loader import load_backbone
 from iso_bench.vectors.manage import describe, parse_size, prune
 from iso_bench.vectors.store import default_cache_dir
 

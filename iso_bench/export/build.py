@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 
 from iso_bench._version import __version__
+from iso_bench.backbones.base import model_label
+from iso_bench.backbones.loader import load_backbone
 from iso_bench.checks import check_methods, check_seeds, one_blas_thread, output_dims, token_vectors_unavailable
 from iso_bench.data.fit_corpus import HELD_OUT, TASK, TRAIN
 from iso_bench.data.provider import CorpusProvider
@@ -56,8 +58,6 @@ from iso_bench.files import (
 from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import Method, make_method
 from iso_bench.registry import IsoBenchError, did_you_mean
-from iso_bench.vectors.base import model_label
-from iso_bench.vectors.loader import load_backbone
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir
 
 STEM = "iso_bench_transform"

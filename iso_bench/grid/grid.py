@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iso_bench.backbones.base import model_label
 from iso_bench.checks import output_dims
 from iso_bench.data.fit_corpus import SETTINGS
 from iso_bench.grid.engines import Engine, LocalEngine
@@ -33,7 +34,6 @@ from iso_bench.grid.jobs import Job, read_attempts, run_job
 from iso_bench.grid.plan import RunConfig, RunSummary, canonical_spec, found, seeded, variant_meta_of
 from iso_bench.grid.runner import normalized_model, revision_of
 from iso_bench.grid.tasks import TaskRef, build_task, data_at_hand, resolve
-from iso_bench.vectors.base import model_label
 
 # RunConfig fields a job carries (the model and tasks are the job's own)
 _JOB_FIELDS = [f.name for f in dataclasses.fields(RunConfig) if f.name not in ("model", "tasks", "task_refs")]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iso_bench.backbones.base import EQUAL_LENGTH
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, fit_budget
 from iso_bench.files import DATA_PLACEHOLDER, local_name
 from iso_bench.methods import canonical_spec as methods_canonical_spec
@@ -36,7 +37,6 @@ from iso_bench.registry import IsoBenchError
 from iso_bench.results.benchmark import DEFAULT_METHODS
 from iso_bench.results.result_files import nonfinite_main_scores
 from iso_bench.results.setups import older_setups, same_data, short
-from iso_bench.vectors.base import EQUAL_LENGTH
 
 
 @dataclass
@@ -68,7 +68,7 @@ class RunConfig:
     progress: bool = True
     trust_remote_code: bool = False
     command: str | None = None  # the command line that reproduces the run, recorded with the results
-    # the raw vectors' batching policy (iso_bench.vectors.base.plan_batches); recorded in the extraction, not part
+    # the raw vectors' batching policy (iso_bench.backbones.base.plan_batches); recorded in the extraction, not part
     # of a result's identity: "padded" reproduces the vectors of results written before equal-length batches
     batching: str = EQUAL_LENGTH
 

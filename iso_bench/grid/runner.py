@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iso_bench.backbones.base import model_label
+from iso_bench.backbones.loader import load_backbone, peek_revision
 from iso_bench.checks import (
     check_device,
     check_methods,
@@ -47,8 +49,6 @@ from iso_bench.kernels import check_kernels, pin_kernels
 from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import METHODS, make_method
 from iso_bench.mteb_plugin import ResultsNotWritten, install_result_hook, variant_name
-from iso_bench.vectors.base import model_label
-from iso_bench.vectors.loader import load_backbone, peek_revision
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir, default_token_cache_texts
 
 logger = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ def _prepare(cfg: RunConfig) -> _Prepared:
 
 def revision_of(cfg: RunConfig) -> str | None:
     """The revision the run's backbone will record, where it is known without loading the model
-    (:func:`iso_bench.vectors.loader.peek_revision`)."""
+    (:func:`iso_bench.backbones.loader.peek_revision`)."""
     return peek_revision(cfg.model, cfg.revision, pooling=cfg.pooling, layer=cfg.layer,
                          trust_remote_code=cfg.trust_remote_code)
 
@@ -179,7 +179,7 @@ load a model once."""
 
 def build_backbone(cfg: RunConfig) -> Any:
     """The backbone of a run: mteb's own implementation of a model mteb knows, else iso-bench's (see
-    :func:`iso_bench.vectors.loader.load_backbone`); the one loaded last in this process when the settings match."""
+    :func:`iso_bench.backbones.loader.load_backbone`); the one loaded last in this process when the settings match."""
     key = (cfg.model, cfg.revision, cfg.device, cfg.pooling, cfg.layer, cfg.trust_remote_code, cfg.batch_size,
            cfg.batching)
     if key not in _LOADED:

@@ -272,7 +272,7 @@ def analyse(backbone: Any, texts: Sequence[str], layers: Sequence[int] | None = 
             progress: bool = True, corpus: str = "") -> OutlierReport:
     """Accumulate per-layer statistics of every real token vector of ``texts``; see the module doc.
 
-    ``backbone`` is an :class:`iso_bench.vectors.hf_backbone.Backbone` (or anything with ``model.config``, ``dim``,
+    ``backbone`` is an :class:`iso_bench.backbones.hf_backbone.Backbone` (or anything with ``model.config``, ``dim``,
     ``model_id``, ``revision`` and ``iter_hidden_states``).
 
     >>> report = analyse(backbone, sentences, layers=None)           # doctest: +SKIP

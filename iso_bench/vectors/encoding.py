@@ -1,9 +1,11 @@
 """Encoding what the raw-vector store lacks: chunk by chunk, under the namespace's lock, written as it goes.
 
 :class:`EncodeMissing` is the half of :class:`iso_bench.vectors.store.EmbeddingStore` that computes vectors: a request's
-missing texts are encoded ``flush_every`` at a time, each chunk under the namespace's encode lock after looking
-it up again (another process may have encoded it meanwhile), and written as one shard, so that a crash loses at
-most one chunk; every kind the store keeps is computed in the same forward pass. :meth:`EncodeMissing.ensure`
+missing texts are looked up again under the namespace's encode lock (another process may have encoded some
+meanwhile), then a backbone with ``encode_chunks`` encodes them in one batch plan (up to ``PLAN_TEXTS`` texts per
+plan) and hands them over ``flush_every`` at a time, each chunk written as one shard, so that a crash loses at
+most one chunk; another backbone encodes ``flush_every`` texts per lock. Every kind the store keeps is computed
+in the same forward pass. :meth:`EncodeMissing.ensure`
 encodes a whole corpus that way without reading anything back.
 """
 
@@ -19,6 +21,7 @@ from iso_bench.vectors.index import text_key
 
 Item = tuple[bytes, str, tuple[int, int] | None]  # (key, text, span) of a vector to compute
 ENSURE_CHUNK = 50_000  # texts looked up and encoded at a time by EncodeMissing.ensure
+PLAN_TEXTS = 65_536  # texts tokenized and planned at once (their token ids held in memory), under one lock
 
 
 class EncodeMissing:
@@ -81,6 +84,21 @@ class EncodeMissing:
                  if k != "span" and (able is None or k in able) and (keep_tokens or k != "tokens")]
         kinds = tuple(dict.fromkeys((kind, *extra)))
         pending, total, fresh = items, len(items), {}
+        if hasattr(self.backbone, "encode_chunks"):  # one batch plan per PLAN_TEXTS texts, a shard per chunk
+            while pending:
+                with self._encode_lock():
+                    pending = self._still_missing(kind, pending)
+                    block, pending = pending[:PLAN_TEXTS], pending[PLAN_TEXTS:]
+                    if not block:
+                        break
+                    label = desc if len(block) == total else f"{desc} ({total - len(block) - len(pending):,}-" \
+                        f"{total - len(pending):,} of {total:,})"
+                    chunks = self.backbone.encode_chunks([t for _, t, _ in block], kinds=kinds, spans=None,
+                                                         batch_size=self.batch_size, chunk=self.flush_every,
+                                                         progress=self.progress, desc=label, **encode_kwargs)
+                    for idx, out in chunks:
+                        self._keep([block[i] for i in idx], out, kind, task, keep_tokens, collect, fresh)
+            return fresh
         while pending:
             with self._encode_lock():
                 pending = self._still_missing(kind, pending)
@@ -91,17 +109,23 @@ class EncodeMissing:
                 out = self.backbone.encode([t for _, t, _ in chunk], kinds=kinds, spans=None,
                                            batch_size=self.batch_size, progress=self.progress, desc=label,
                                            **encode_kwargs)
-                fault_point("encode")
-                keys = [key for key, _, _ in chunk]
-                for k, values in out.items():
-                    known = self._known(k, keys) if k != kind else set()
-                    new = [(key, v) for key, v in zip(keys, values, strict=True) if key not in known]
-                    if keep_tokens or k != "tokens":
-                        self._write(k, [a for a, _ in new], [b for _, b in new], task)
-                    if k == kind and collect:
-                        fresh.update(new)
-                self.stats["computed"] += len(chunk)
+                self._keep(chunk, out, kind, task, keep_tokens, collect, fresh)
         return fresh
+
+    def _keep(self, chunk: list[Item], out: dict[str, list[np.ndarray]], kind: str, task: str | None,
+              keep_tokens: bool, collect: bool, fresh: dict[bytes, np.ndarray]) -> None:
+        """Write one encoded chunk as a shard per kind (what another pass wrote meanwhile aside), and keep the
+        vectors of ``kind`` in ``fresh`` when ``collect``."""
+        fault_point("encode")
+        keys = [key for key, _, _ in chunk]
+        for k, values in out.items():
+            known = self._known(k, keys) if k != kind else set()
+            new = [(key, v) for key, v in zip(keys, values, strict=True) if key not in known]
+            if keep_tokens or k != "tokens":
+                self._write(k, [a for a, _ in new], [b for _, b in new], task)
+            if k == kind and collect:
+                fresh.update(new)
+        self.stats["computed"] += len(chunk)
 
     def _compute_spans(self, kind: str, items: list[Item], desc: str, encode_kwargs: dict[str, Any],
                        task: str | None = None) -> dict[bytes, np.ndarray]:

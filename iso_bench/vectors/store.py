@@ -46,11 +46,11 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.backbones.mteb_backbone import TokenVectorsUnavailable
 from iso_bench.files import atomic_write_text, cache_not_written, remove_stale_temporaries, slug
 from iso_bench.kernels import kernel_class, namespace_suffix
 from iso_bench.vectors.encoding import EncodeMissing
 from iso_bench.vectors.index import ShardIndex, group_by_shard, set_aside, text_key
-from iso_bench.vectors.mteb_backbone import TokenVectorsUnavailable
 from iso_bench.vectors.shards import (  # noqa: F401 - the shard format, named here too
     CacheCorruptError,
     read_rows,
@@ -97,7 +97,7 @@ class EmbeddingStore(EncodeMissing):
     cache folder, and for vectors whose shard could not be written).
 
     Args:
-        backbone: the :class:`~iso_bench.vectors.hf_backbone.Backbone` that computes missing vectors.
+        backbone: the :class:`~iso_bench.backbones.hf_backbone.Backbone` that computes missing vectors.
         cache_dir: root of the disk cache; ``None`` keeps vectors in memory only.
         kinds: the vector kinds computed together on every forward pass. A run that has token-level
             variants asks for ``("sentence", "tokens")`` so that one pass serves both. Kinds the backbone

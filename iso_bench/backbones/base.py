@@ -1,15 +1,15 @@
 """What every backbone shares: the :class:`BackboneProtocol` the rest of iso-bench types against, the kinds
 of raw vectors, and the batching and span helpers both concrete backbones use.
 
-The concrete backbones (:mod:`iso_bench.vectors.hf_backbone`, :mod:`iso_bench.vectors.mteb_backbone`) are named
-only by :mod:`iso_bench.vectors.loader`. Importing this module loads neither torch nor mteb.
+The concrete backbones (:mod:`iso_bench.backbones.hf_backbone`, :mod:`iso_bench.backbones.mteb_backbone`) are named
+only by :mod:`iso_bench.backbones.loader`. Importing this module loads neither torch nor mteb.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,6 +28,10 @@ LOCAL = "local"
 
 class BackboneError(IsoBenchError, RuntimeError):
     """The model cannot be loaded or run as asked; the message names the model and what to do."""
+
+
+class TokenVectorsUnavailable(BackboneError):
+    """Token or span vectors were asked of a model whose implementation gives sentence vectors only."""
 
 
 def load_error(model_id: str, revision: str | None, exc: Exception) -> str:
@@ -84,13 +88,6 @@ def read_model_json(folder_or_id: str, filename: str, revision: str | None) -> d
     except Exception:  # noqa: BLE001 - a missing optional file is not an error
         return None
     return json.loads(Path(path).read_text()) if path else None
-
-
-def is_pipeline(model: str, revision: str | None = None) -> bool:
-    """Whether ``model`` is a sentence-transformers pipeline (its ``modules.json``: a Transformer or a static
-    embedding, then pooling, Dense, Normalize, ...), which is then run through its own modules."""
-    modules = read_model_json(model, "modules.json", revision)
-    return isinstance(modules, list) and bool(modules)
 
 
 @runtime_checkable
@@ -209,21 +206,49 @@ def filled(batch: Sequence[int], length: int, min_rows: int = MIN_ROWS) -> list[
     return [*batch, *[batch[0]] * max(0, need - len(batch))]
 
 
-def run_batches(n: int, batches: Sequence[Sequence[int]], kinds: Sequence[str], encode_batch: Any, desc: str,
-                progress: bool, lengths: Sequence[int] | None = None) -> dict[str, list[Any]]:
-    """Run ``encode_batch(indices)`` over ``batches`` (:func:`plan_batches`), with a progress bar; its rows per
-    kind, put back in input order. With the texts' token ``lengths`` (an equal-length plan), each forward pass
-    is :func:`filled` to :data:`MIN_ROWS` token rows and the copies' rows are dropped."""
+def stream_batches(batches: Sequence[Sequence[int]], kinds: Sequence[str], encode_batch: Any, desc: str,
+                   progress: bool, lengths: Sequence[int] | None = None, chunk: int | None = None
+                   ) -> Iterator[tuple[list[int], dict[str, list[Any]]]]:
+    """Run ``encode_batch(indices)`` over ``batches`` (:func:`plan_batches`), with a progress bar, and yield
+    ``(indices, rows per kind)`` each time ``chunk`` texts or more are done (all at the end without ``chunk``), in
+    the plan's order: one plan for a whole request, written ``chunk`` texts at a time. With the texts' token
+    ``lengths`` (an equal-length plan), each forward pass is :func:`filled` to :data:`MIN_ROWS` token rows and the
+    copies' rows are dropped."""
     from tqdm.auto import tqdm  # lazily: only where a bar is shown
 
+    done: list[int] = []
+    rows: dict[str, list[Any]] = {k: [] for k in kinds}
+    bar = tqdm(total=sum(len(b) for b in batches), desc=desc, unit="text", disable=not progress, leave=False)
+    try:
+        for batch in batches:
+            idx = list(batch)
+            run = filled(idx, lengths[idx[0]]) if lengths is not None and idx else idx
+            for kind, values in encode_batch(run).items():
+                rows[kind].extend(values[: len(idx)])
+            done.extend(idx)
+            bar.update(len(idx))
+            if chunk is not None and len(done) >= chunk:
+                yield done, rows
+                done, rows = [], {k: [] for k in kinds}
+        if done:
+            yield done, rows
+    finally:
+        bar.close()
+
+
+def in_input_order(n: int, kinds: Sequence[str], chunks: Iterable[tuple[list[int], dict[str, list[Any]]]]
+                   ) -> dict[str, list[Any]]:
+    """The rows of :func:`stream_batches`' chunks put back in input order, per kind."""
     out: dict[str, list[Any]] = {k: [None] * n for k in kinds}
-    bar = tqdm(total=n, desc=desc, unit="text", disable=not progress, leave=False)
-    for batch in batches:
-        idx = list(batch)
-        run = filled(idx, lengths[idx[0]]) if lengths is not None and idx else idx
-        for kind, values in encode_batch(run).items():
-            for j, value in zip(idx, values[: len(idx)], strict=True):
-                out[kind][j] = value
-        bar.update(len(idx))
-    bar.close()
+    for idx, rows in chunks:
+        for kind, values in rows.items():
+            column = out[kind]
+            for j, value in zip(idx, values, strict=True):
+                column[j] = value
     return out
+
+
+def run_batches(n: int, batches: Sequence[Sequence[int]], kinds: Sequence[str], encode_batch: Any, desc: str,
+                progress: bool, lengths: Sequence[int] | None = None) -> dict[str, list[Any]]:
+    """:func:`stream_batches` of a whole request at once, its rows per kind in input order."""
+    return in_input_order(n, kinds, stream_batches(batches, kinds, encode_batch, desc, progress, lengths))

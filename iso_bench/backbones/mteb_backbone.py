@@ -1,6 +1,6 @@
 """Raw vectors from mteb's own implementation of a model: the vectors MTEB evaluates.
 
-For a model that mteb's registry implements, :func:`~iso_bench.vectors.loader.load_backbone` returns an
+For a model that mteb's registry implements, :func:`~iso_bench.backbones.loader.load_backbone` returns an
 :class:`MtebBackbone`. ``mteb.get_model(id, revision)`` loads the model with mteb's loader and settings, and
 every text is encoded with the prompt that mteb's wrapper gives it for the task and prompt type at hand (e5's
 ``"query: "`` / ``"passage: "``, bge's retrieval instruction, ...) and with the model's pooling, normalisation
@@ -26,42 +26,34 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from iso_bench.vectors.base import (
+from iso_bench.backbones.base import (  # noqa: F401 - TokenVectorsUnavailable: named here too
     EQUAL_LENGTH,
     KINDS,
-    MIN_ROWS,
     MODEL_OWN,
-    PADDED,
     BackboneError,
+    TokenVectorsUnavailable,
     check_request,
-    plan_batches,
-    run_batches,
-    span_rows,
+    in_input_order,
 )
-from iso_bench.vectors.pipeline import (  # noqa: F401 - MtebExtraction, sentence_transformer: named here too
+from iso_bench.backbones.pipeline import (  # noqa: F401 - MtebExtraction, sentence_transformer: named here too
     MtebExtraction,
     as_numpy,
     commit_of,
     extraction_of,
-    numpy_ints,
     routes_by_task,
     sentence_transformer,
     static_embedding,
-    views,
 )
+from iso_bench.backbones.st_encode import PipelineEncoder
 
 VARIANT_SEPARATOR = "+"  # iso-bench's variants are named "<base>+<method>" (iso_bench.mteb_plugin.SEPARATOR)
 ROUTES = ("query", "document")  # the prompt types that sentence-transformers routes to encode_query/_document
-
-
-class TokenVectorsUnavailable(BackboneError):
-    """Token or span vectors were asked of a model whose mteb implementation gives sentence vectors only."""
 
 
 def mteb_meta(model_id: str, revision: str | None = None) -> Any | None:
@@ -83,7 +75,7 @@ def mteb_meta(model_id: str, revision: str | None = None) -> Any | None:
 
 class MtebBackbone:
     """A model run by mteb's own implementation of it; the same interface as
-    :class:`~iso_bench.vectors.hf_backbone.Backbone` (:class:`~iso_bench.vectors.base.BackboneProtocol`).
+    :class:`~iso_bench.backbones.hf_backbone.Backbone` (:class:`~iso_bench.backbones.base.BackboneProtocol`).
 
     Args:
         model_id: a name in mteb's model registry.
@@ -92,15 +84,17 @@ class MtebBackbone:
         trust_remote_code: allows an implementation that runs the model repository's own code.
         batch_size: texts per forward pass when the caller does not say.
         model: an implementation already loaded with ``mteb.get_model`` (skips loading).
+        meta: mteb's ``ModelMeta`` of the model where already resolved (:func:`~iso_bench.backbones.loader.resolve`).
     """
 
     def __init__(self, model_id: str, revision: str | None = None, *, device: str | None = None,
                  trust_remote_code: bool = False, batch_size: int = 32, model: Any = None,
-                 batching: str = EQUAL_LENGTH) -> None:
-        meta = model.mteb_model_meta if model is not None else mteb_meta(model_id, revision)
+                 batching: str = EQUAL_LENGTH, meta: Any = None) -> None:
+        if meta is None:
+            meta = model.mteb_model_meta if model is not None else mteb_meta(model_id, revision)
         if meta is None:
             raise BackboneError(f"mteb has no implementation of {model_id!r} at revision {revision}; "
-                                "iso_bench.vectors.loader.load_backbone uses iso-bench's own backbone for it")
+                                "iso_bench.backbones.loader.load_backbone uses iso-bench's own backbone for it")
         if (meta.loader_kwargs or {}).get("trust_remote_code") and not trust_remote_code and model is None:
             raise BackboneError(f"mteb's implementation of {meta.name!r} runs code from the model's repository "
                                 "(trust_remote_code=True): pass --trust-remote-code to allow it")
@@ -115,7 +109,8 @@ class MtebBackbone:
         self.extraction = extraction_of(self.model, self.st, meta, batching if self.st is not None else MODEL_OWN)
         self.max_length = self.extraction.max_length
         self._routed = self.st is not None and routes_by_task(self.st)
-        self._rows_matrix: np.ndarray | None = None  # a static pipeline's embedding matrix, read once
+        self._runner = (PipelineEncoder(self.st, self.model_id, self.max_length, self.extraction.batching)
+                        if self.st is not None else None)
         if self.st is not None:
             self.device = str(self.st.device)
             measure = getattr(self.st, "get_embedding_dimension", None) or self.st.get_sentence_embedding_dimension
@@ -186,8 +181,19 @@ class MtebBackbone:
                progress: bool = True, desc: str = "encoding", task_metadata: Any = None,
                prompt_type: Any = None) -> dict[str, list[np.ndarray]]:
         """Encode ``texts`` with the prompt for ``task_metadata`` and ``prompt_type``: per requested kind, one
-        array per text, in input order (shapes as :meth:`iso_bench.vectors.hf_backbone.Backbone.encode`). Token and
+        array per text, in input order (shapes as :meth:`iso_bench.backbones.hf_backbone.Backbone.encode`). Token and
         span vectors cover the text's own tokens only: no special tokens and no prompt tokens."""
+        chunks = self.encode_chunks(texts, kinds=kinds, spans=spans, batch_size=batch_size, progress=progress,
+                                    desc=desc, task_metadata=task_metadata, prompt_type=prompt_type)
+        return in_input_order(len(texts), kinds, chunks)
+
+    def encode_chunks(self, texts: Sequence[str], *, kinds: Sequence[str] = ("sentence",),
+                      spans: Sequence[Sequence[tuple[int, int]]] | None = None, batch_size: int | None = None,
+                      chunk: int | None = None, progress: bool = True, desc: str = "encoding",
+                      task_metadata: Any = None, prompt_type: Any = None
+                      ) -> Iterator[tuple[list[int], dict[str, list[np.ndarray]]]]:
+        """:meth:`encode` as ``(indices, rows per kind)`` every ``chunk`` texts (None: all at once) of one batch
+        plan over all of ``texts``: the store writes each chunk as it comes."""
         check_request(texts, kinds, spans)
         unable = [k for k in kinds if k not in self.kinds]
         if unable:
@@ -198,105 +204,18 @@ class MtebBackbone:
                 "states. Use a sentence-transformers model, or pass --pooling/--layer to run iso-bench's "
                 "own backbone on the model's weights.")
         batch_size = batch_size or self.batch_size
+        texts = list(texts)
+        if not texts:
+            return
         if self.st is None:
-            return {"sentence": self._encode_wrapper(list(texts), batch_size, progress, task_metadata, prompt_type)}
+            step = chunk or len(texts)
+            for start in range(0, len(texts), step):
+                part = texts[start : start + step]
+                yield (list(range(start, start + len(part))),
+                       {"sentence": self._encode_wrapper(part, batch_size, progress, task_metadata, prompt_type)})
+            return
         prompt, route = self.resolve_prompt(task_metadata, prompt_type)
-        return self._encode_st(list(texts), kinds, spans, batch_size, progress, desc, prompt, route)
-
-    def _encode_st(self, texts: list[str], kinds: Sequence[str], spans: Sequence[Any] | None, batch_size: int,
-                   progress: bool, desc: str, prompt: str, route: str | None) -> dict[str, list[np.ndarray]]:
-        """Batches of similar length through the SentenceTransformer, once each, with ``output_value=None``."""
-        encode = {"query": self.st.encode_query, "document": self.st.encode_document}.get(route, self.st.encode)
-        if self.extraction.batching == PADDED:  # iso-bench 0.1: by character length, padded batches
-            lengths, fill = [len(t) for t in texts], None
-        else:
-            lengths = fill = self._token_lengths(texts, prompt)  # few-row passes filled (MIN_ROWS)
-        batches = plan_batches(lengths, batch_size, self.extraction.batching)
-
-        def encode_batch(idx: list[int]) -> dict[str, list[np.ndarray]]:
-            batch = [texts[i] for i in idx]
-            items = encode(batch, prompt=prompt, batch_size=len(batch), output_value=None, show_progress_bar=False)
-            return self._rows(items, batch, kinds, [spans[i] for i in idx] if spans is not None else None, prompt)
-
-        return run_batches(len(texts), batches, kinds, encode_batch, desc, progress, fill)
-
-    def _token_lengths(self, texts: list[str], prompt: str, chunk: int = 4096) -> list[int]:
-        """How many tokens the pipeline's own tokenizer gives each ``prompt + text`` (what a batch pads to);
-        a pipeline that pads nothing (a static model) gives one length to all."""
-        lengths: list[int] = []
-        for start in range(0, len(texts), chunk):
-            part = texts[start : start + chunk]
-            preprocess = getattr(self.st, "preprocess", None)  # sentence-transformers 6: prompts as encode adds them
-            features = preprocess(part, prompt=prompt or None) if preprocess else self.st.tokenize(
-                [prompt + t for t in part])
-            mask = features.get("attention_mask")
-            if mask is None:  # no padding in this pipeline: any grouping gives the same vectors
-                lengths += [MIN_ROWS] * len(part)  # one group, never filled
-            else:
-                lengths += [int(n) for n in numpy_ints(mask).reshape(len(mask), -1).sum(axis=1)]
-        return lengths
-
-    def _rows(self, items: list[dict[str, Any]], batch: list[str], kinds: Sequence[str], spans: Any,
-              prompt: str) -> dict[str, list[np.ndarray]]:
-        """The requested vectors of one batch, from sentence-transformers' per-text output dicts."""
-        result: dict[str, list[np.ndarray]] = {}
-        if "sentence" in kinds:
-            result["sentence"] = [as_numpy(item["sentence_embedding"]) for item in items]
-        if "tokens" in kinds or "span" in kinds:
-            static = static_embedding(self.st) is not None
-            aligned = self._static_align(batch, prompt) if static else self._align(items, batch, prompt)
-            if "tokens" in kinds:
-                result["tokens"] = views([hidden[real] for hidden, _, real in aligned])
-            if "span" in kinds:
-                import torch  # lazily: torch takes seconds to import
-
-                n = len(prompt)
-                result["span"] = [
-                    span_rows(prompt + text, [(s + n, e + n) for s, e in text_spans], torch.from_numpy(hidden),
-                              torch.from_numpy(offsets), torch.from_numpy(real), self.max_length or 0)
-                    for text, text_spans, (hidden, offsets, real) in zip(batch, spans, aligned, strict=True)]
-        return result
-
-    def _static_align(self, batch: list[str], prompt: str) -> list[tuple[Any, Any, Any]]:
-        """:meth:`_align` for a static pipeline: per text, its tokens' rows of the embedding matrix (what the
-        model averages into its sentence vector), their character offsets and the mask of the text's own tokens."""
-        module = static_embedding(self.st)
-        if self._rows_matrix is None:
-            self._rows_matrix = module.embedding.weight.detach().float().cpu().numpy()
-        aligned = []
-        for enc in module.tokenizer.encode_batch([prompt + t for t in batch], add_special_tokens=False):
-            offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
-            real = offsets[:, 1] > len(prompt) if prompt else np.ones(len(offsets), dtype=bool)
-            aligned.append((self._rows_matrix[np.asarray(enc.ids, dtype=np.int64)], offsets, real))
-        return aligned
-
-    def _align(self, items: list[dict[str, Any]], batch: list[str], prompt: str) -> list[tuple[Any, Any, Any]]:
-        """Per text, as numpy arrays: its float32 token vectors without padding, their character offsets in
-        ``prompt + text``, and the mask of the text's own tokens (not special, not in the prompt). The offsets
-        come from the model's tokenizer, checked token by token against the ids the forward pass ran on.
-        (numpy, not torch, per text: a torch operation costs ~10 us of overhead, a text needs ~10 of them.)"""
-        enc = self.st.tokenizer([prompt + t for t in batch], truncation=True, max_length=self.max_length,
-                                return_offsets_mapping=True, return_special_tokens_mask=True)
-        aligned = []
-        for i, item in enumerate(items):
-            if "token_embeddings" not in item:
-                raise TokenVectorsUnavailable(f"{self.model_id!r}: its sentence-transformers modules give no "
-                                              "token_embeddings, so it has no token vectors")
-            ids = numpy_ints(item["input_ids"])
-            mask = numpy_ints(item["attention_mask"]).astype(bool) if "attention_mask" in item else None
-            if mask is not None:
-                ids = ids[mask]
-            if not np.array_equal(ids, enc["input_ids"][i]):
-                raise BackboneError(f"cannot align the token vectors of {self.model_id!r} with its tokenizer's "
-                                    f"character offsets (text {batch[i][:60]!r}); its sentence vectors are "
-                                    "unaffected, token-level methods and word-level tasks are not possible")
-            offsets = np.asarray(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2)
-            real = ~np.asarray(enc["special_tokens_mask"][i], dtype=bool)
-            if prompt:
-                real &= offsets[:, 1] > len(prompt)
-            hidden = as_numpy(item["token_embeddings"])
-            aligned.append((hidden[mask] if mask is not None else hidden, offsets, real))
-        return aligned
+        yield from self._runner.stream(texts, kinds, spans, batch_size, chunk, progress, desc, prompt, route)
 
     def token_ids(self, texts: Sequence[str], *, task_metadata: Any = None, prompt_type: Any = None
                   ) -> list[np.ndarray]:

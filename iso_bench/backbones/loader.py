@@ -1,6 +1,7 @@
-"""The one place that names the concrete backbones: :func:`load_backbone` builds the backbone of a model and
+"""The one place that names the concrete backbones: :func:`resolve` says once what a model is (:class:`Resolved`:
+how it is run, where its files are, which revision), :func:`load_backbone` builds its backbone from that and
 :func:`peek_revision` says which revision it will record without loading it. Everything else types against
-:class:`iso_bench.vectors.base.BackboneProtocol`.
+:class:`iso_bench.backbones.base.BackboneProtocol`.
 """
 
 from __future__ import annotations
@@ -9,14 +10,54 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from iso_bench.backbones.base import EQUAL_LENGTH, BackboneError, model_label, read_model_json
+from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction
+from iso_bench.backbones.mteb_backbone import MtebBackbone, mteb_meta
 from iso_bench.files import MANIFEST, folder_revision, verify_manifest
-from iso_bench.vectors.base import EQUAL_LENGTH, BackboneError, is_pipeline, model_label
-from iso_bench.vectors.hf_backbone import Backbone, Extraction, default_extraction
-from iso_bench.vectors.mteb_backbone import MtebBackbone, mteb_meta
+
+MTEB, PIPELINE, HF = "mteb", "pipeline", "hf"
+"""How a model is run: mteb's implementation of it; its sentence-transformers pipeline (a ``modules.json``) that
+mteb does not list; iso-bench's own extraction from the hidden states (a ``pooling``, a ``layer``, an analysis of
+every layer, or a model that is neither)."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a model is, read once: ``how`` it is run (:data:`MTEB`, :data:`PIPELINE`, :data:`HF`), whether it is a
+    local ``folder``, the ``revision`` it is loaded at (mteb's pinned one for a model mteb lists), mteb's
+    ``meta`` (for :data:`MTEB`) and its sentence-transformers ``modules`` (``modules.json``; None without)."""
+
+    model_id: str
+    how: str
+    folder: bool
+    revision: str | None
+    meta: Any = None
+    modules: Any = None
+
+
+def resolve(model_id: str, revision: str | None = None, *, pooling: str | None = None, layer: int | None = None,
+            hidden_states: bool = False) -> Resolved:
+    """What ``model_id`` is and how iso-bench runs it (see :func:`load_backbone`), without loading it."""
+    folder = Path(model_id).is_dir()
+    own = pooling is not None or layer is not None or hidden_states
+    if not own:
+        meta = mteb_meta(model_id, revision)
+        if meta is not None:
+            return Resolved(model_id, MTEB, folder, revision, meta)
+    modules = read_model_json(model_id, "modules.json", revision)
+    modules = modules if isinstance(modules, list) and modules else None
+    if not own and modules is not None:
+        return Resolved(model_id, PIPELINE, folder, revision, modules=modules)
+    if revision is None and not folder:
+        from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
+
+        base = MODEL_REGISTRY.get(model_id)
+        revision = base.revision if base is not None else None
+    return Resolved(model_id, HF, folder, revision, modules=modules)
 
 
 def load_backbone(model_id: str, revision: str | None = None, *, device: str | None = None,
@@ -25,13 +66,13 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
     """The backbone that makes a model's raw vectors, the one factory the runner and the mteb loader call.
 
     A model that mteb's registry implements (and that is not an iso-bench variant) is run by that
-    implementation, :class:`~iso_bench.vectors.mteb_backbone.MtebBackbone`, unless ``pooling`` or ``layer`` asks
+    implementation, :class:`~iso_bench.backbones.mteb_backbone.MtebBackbone`, unless ``pooling`` or ``layer`` asks
     for iso-bench's own extraction; any other sentence-transformers pipeline (a hub id or a local folder with a
     ``modules.json``: Transformer or static embedding, pooling of any mode, Dense, Normalize) through its own
     modules (:func:`pipeline_backbone`); every other model by :class:`Backbone`, from its hidden states.
     ``hidden_states=True`` (an analysis over every layer, :func:`iso_bench.numerics.outliers.analyse`) always gives
     :class:`Backbone`. ``describe()["vectors"]`` says which path made the vectors (``"mteb"`` or ``"hf"``).
-    ``batching`` is the batching policy (:func:`iso_bench.vectors.base.plan_batches`), recorded in the
+    ``batching`` is the batching policy (:func:`iso_bench.backbones.base.plan_batches`), recorded in the
     extraction: equal token lengths per batch, so that a text's vector does not depend on its batch.
 
     Example:
@@ -39,19 +80,15 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
         >>> bb.describe()["vectors"]                                          # doctest: +SKIP
         'mteb'
     """
-    if pooling is None and layer is None and not hidden_states:
-        if mteb_meta(model_id, revision) is not None:
-            return MtebBackbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
-                                batch_size=batch_size, batching=batching)
-        if is_pipeline(model_id, revision):
-            return pipeline_backbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
-                                     batch_size=batch_size, batching=batching)
-    if revision is None and not Path(model_id).is_dir():
-        from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
-
-        base = MODEL_REGISTRY.get(model_id)
-        revision = base.revision if base is not None else None
-    extraction = replace(default_extraction(model_id, revision), batching=batching)
+    model = resolve(model_id, revision, pooling=pooling, layer=layer, hidden_states=hidden_states)
+    if model.how == MTEB:
+        return MtebBackbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
+                            batch_size=batch_size, batching=batching, meta=model.meta)
+    if model.how == PIPELINE:
+        return pipeline_backbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
+                                 batch_size=batch_size, batching=batching)
+    revision = model.revision
+    extraction = replace(default_extraction(model_id, revision, model.modules), batching=batching)
     if pooling is not None or layer is not None:
         extraction = Extraction(
             pooling=pooling or extraction.pooling,

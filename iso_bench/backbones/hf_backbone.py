@@ -13,7 +13,7 @@ Example:
     (384,)
 
 Which network makes the vectors is chosen by :func:`load_backbone`: a model that mteb's registry knows is
-run by mteb's own implementation of it (:mod:`iso_bench.vectors.mteb_backbone`: its prompts, pooling, normalisation
+run by mteb's own implementation of it (:mod:`iso_bench.backbones.mteb_backbone`: its prompts, pooling, normalisation
 and max length, so the raw variant is the model MTEB evaluates); any other model, or a request for a
 ``pooling`` or ``layer``, by :class:`Backbone` here.
 
@@ -24,29 +24,31 @@ line reads :data:`POOLINGS`) loads neither.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from iso_bench.files import folder_revision
-from iso_bench.registry import IsoBenchError
-from iso_bench.vectors.base import (
+from iso_bench.backbones.base import (
     EQUAL_LENGTH,
     KINDS,
     PADDED,
     POLICIES,
     BackboneError,
     check_request,
+    in_input_order,
     load_error,
     model_label,
     plan_batches,
     read_model_json,
-    run_batches,
     span_rows,
+    stream_batches,
 )
+from iso_bench.backbones.features import Tokens, collate, from_encoding
+from iso_bench.files import folder_revision
+from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +68,8 @@ class Extraction:
     last layer). ``first-last-avg`` ignores ``layer`` and averages ``hidden_states[1]`` and
     ``hidden_states[-1]``. ``normalize`` scales sentence vectors to unit length, as a
     sentence-transformers model with a Normalize module does. ``batching`` is the batching policy
-    (:func:`iso_bench.vectors.base.plan_batches`): :data:`~iso_bench.vectors.base.EQUAL_LENGTH` unless results
-    written under the old :data:`~iso_bench.vectors.base.PADDED` policy are to be reproduced.
+    (:func:`iso_bench.backbones.base.plan_batches`): :data:`~iso_bench.backbones.base.EQUAL_LENGTH` unless results
+    written under the old :data:`~iso_bench.backbones.base.PADDED` policy are to be reproduced.
     """
 
     pooling: str = "mean"
@@ -95,10 +97,10 @@ class Extraction:
         return asdict(self)
 
 
-def default_extraction(model_id: str, revision: str | None = None) -> Extraction:
-    """The model's usual pooling: its sentence-transformers configuration when it has one, else mean
-    pooling over the last layer without normalisation."""
-    modules = read_model_json(model_id, "modules.json", revision) or []
+def default_extraction(model_id: str, revision: str | None = None, modules: Any = None) -> Extraction:
+    """The model's usual pooling: its sentence-transformers configuration when it has one (``modules``: its
+    ``modules.json`` where already read), else mean pooling over the last layer without normalisation."""
+    modules = modules if modules is not None else read_model_json(model_id, "modules.json", revision) or []
     pooling, normalize = "mean", False
     for module in modules if isinstance(modules, list) else []:
         kind = str(module.get("type", ""))
@@ -218,24 +220,35 @@ class Backbone:
         ``task_metadata`` and ``prompt_type`` are accepted for the common interface and ignored: this
         backbone adds no prompt.
         """
+        chunks = self.encode_chunks(texts, kinds=kinds, spans=spans, batch_size=batch_size, progress=progress,
+                                    desc=desc)
+        return in_input_order(len(texts), kinds, chunks)
+
+    def encode_chunks(self, texts: Sequence[str], *, kinds: Sequence[str] = ("sentence",),
+                      spans: Sequence[Sequence[tuple[int, int]]] | None = None, batch_size: int = 32,
+                      chunk: int | None = None, progress: bool = True, desc: str = "encoding",
+                      task_metadata: Any = None, prompt_type: Any = None
+                      ) -> Iterator[tuple[list[int], dict[str, list[np.ndarray]]]]:
+        """:meth:`encode` as ``(indices, rows per kind)`` every ``chunk`` texts (None: all at once) of one batch
+        plan over all of ``texts``, each text tokenized once (its offsets from the same call)."""
         import torch  # lazily: torch takes seconds to import
 
         check_request(texts, kinds, spans)
         if not texts:
-            return {k: [] for k in kinds}
-        lengths = self.tokenizer(
-            list(texts), add_special_tokens=True, truncation=True, max_length=self.max_length
-        )["input_ids"]
-        counts = [len(ids) for ids in lengths]
-        batches = plan_batches(counts, batch_size, self.extraction.batching)
-        fill = counts if self.extraction.batching == EQUAL_LENGTH else None  # few-row passes filled (MIN_ROWS)
+            return
+        rows = "tokens" in kinds or "span" in kinds
+        tokens = from_encoding(self.tokenizer(list(texts), truncation=True, max_length=self.max_length,
+                                              return_special_tokens_mask=rows, return_offsets_mapping="span" in kinds),
+                               len(texts))
+        batches = plan_batches(tokens.lengths, batch_size, self.extraction.batching)
+        fill = tokens.lengths if self.extraction.batching == EQUAL_LENGTH else None  # few-row passes filled
 
-        def encode_batch(idx: list[int]) -> dict[str, list[np.ndarray]]:
-            batch_spans = [spans[i] for i in idx] if "span" in kinds else None
-            return self._encode_batch([texts[i] for i in idx], kinds, batch_spans)
+        def encode_batch(run: list[int]) -> dict[str, list[np.ndarray]]:
+            batch_spans = [spans[i] for i in run] if "span" in kinds else None
+            with torch.inference_mode():
+                return self._encode_batch([texts[i] for i in run], run, tokens, kinds, batch_spans)
 
-        with torch.inference_mode():
-            return run_batches(len(texts), batches, kinds, encode_batch, desc, progress, fill)
+        yield from stream_batches(batches, kinds, encode_batch, desc, progress, fill, chunk)
 
     def iter_hidden_states(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = True,
                            desc: str = "encoding") -> Any:
@@ -264,23 +277,12 @@ class Backbone:
         return [np.asarray(ids, dtype=np.int64)[~np.asarray(special, dtype=bool)]
                 for ids, special in zip(enc["input_ids"], enc["special_tokens_mask"], strict=True)]
 
-    def _encode_batch(
-        self, texts: list[str], kinds: Sequence[str], spans: list[Sequence[tuple[int, int]]] | None
-    ) -> dict[str, list[np.ndarray]]:
+    def _encode_batch(self, texts: list[str], run: list[int], tokens: Tokens, kinds: Sequence[str],
+                      spans: list[Sequence[tuple[int, int]]] | None) -> dict[str, list[np.ndarray]]:
         import torch  # lazily: torch takes seconds to import
 
-        enc = self.tokenizer(
-            texts,
-            padding=True,
-            truncation=True,
-            max_length=self.max_length,
-            return_tensors="pt",
-            return_special_tokens_mask=True,
-            return_offsets_mapping=True,
-        )
-        offsets = enc.pop("offset_mapping")
-        special = enc.pop("special_tokens_mask").bool()
-        inputs = {k: v.to(self.device) for k, v in enc.items()}
+        features = collate(tokens, run, self.tokenizer.pad)
+        inputs = {k: v.to(self.device) for k, v in features.items()}
         outputs = self.model(**inputs, output_hidden_states=True)
         states = outputs.hidden_states
         if self.extraction.pooling == "first-last-avg":
@@ -288,7 +290,7 @@ class Backbone:
         else:
             hidden = states[self.extraction.layer]
         hidden = hidden.float().cpu()
-        mask = enc["attention_mask"].bool()
+        mask = features["attention_mask"].bool()
         result: dict[str, list[np.ndarray]] = {}
         if "sentence" in kinds:
             if self.extraction.pooling == "cls":
@@ -299,12 +301,14 @@ class Backbone:
             if self.extraction.normalize:
                 pooled = torch.nn.functional.normalize(pooled, dim=-1)
             result["sentence"] = list(pooled.numpy().astype(np.float32))
-        if "tokens" in kinds:
-            real = mask & ~special
-            result["tokens"] = [hidden[b][real[b]].numpy().astype(np.float32) for b in range(len(texts))]
-        if "span" in kinds:
-            assert spans is not None
-            real = mask & ~special
-            result["span"] = [span_rows(text, text_spans, hidden[i], offsets[i], real[i], self.max_length)
-                              for i, (text, text_spans) in enumerate(zip(texts, spans, strict=True))]
+        if "tokens" in kinds or "span" in kinds:
+            own = [(hidden[b][mask[b]], torch.from_numpy(~np.asarray(tokens.special[i], dtype=bool)))
+                   for b, i in enumerate(run)]  # per text: its token vectors without padding, its real tokens
+            if "tokens" in kinds:
+                result["tokens"] = [h[real].numpy().astype(np.float32) for h, real in own]
+            if "span" in kinds:
+                assert spans is not None
+                result["span"] = [span_rows(text, text_spans, h, torch.from_numpy(tokens.offsets_of(i)), real,
+                                            self.max_length)
+                                  for text, text_spans, (h, real), i in zip(texts, spans, own, run, strict=True)]
         return result

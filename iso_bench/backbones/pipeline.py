@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.vectors.base import EQUAL_LENGTH
+from iso_bench.backbones.base import EQUAL_LENGTH
 
 
 @dataclass(frozen=True)
