@@ -49,9 +49,11 @@ def test_pinning_sets_each_library_and_native_gives_back_what_it_replaced(monkey
         pin_kernels(mode)
 
 
-def test_the_published_class_keeps_the_namespace_and_fit_keys_written_before_classes() -> None:
+def test_the_published_class_keeps_the_namespace_and_the_fit_key_without_a_class() -> None:
     assert namespace_suffix(PUBLISHED_CLASS) == "" and namespace_suffix("cpu-avx2") == "-cpu-avx2"
-    before = {"format": 1, "namespace": "m/r/e", "corpus": {}, "groups": [], "method": "Raw", "params": {},
+    from iso_bench.vectors.fit_cache import FORMAT
+
+    before = {"format": FORMAT, "namespace": "m/r/e", "corpus": {}, "groups": [], "method": "Raw", "params": {},
               "level": "sentence"}
     from iso_bench.methods import make_method
 
