@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.methods import METHODS
-from iso_bench.report.cells import Cell, Column, Leaderboard, Row, Table
+from iso_bench.report.cells import SAME, Cell, Column, Leaderboard, Row, Table
 from iso_bench.report.marks import MARKS
 from iso_bench.report.matrix import NOTE as MATRIX_NOTE
 from iso_bench.report.matrix import Matrix, MatrixCell, verdict_matrices
@@ -126,8 +126,11 @@ def _cell(cell: Cell, column: Column, row: Row, fit: list[str]) -> dict[str, Any
                  "delta": "" if cell.delta is None else f"({format_delta(cell.delta, column.fmt)})",
                  "interval": "" if cell.low is None or cell.high is None else
                  f"[{format_number(cell.low, column.fmt, MINUS)}, {format_number(cell.high, column.fmt, MINUS)}]"}
+    if cell.unchanged:  # raw's vectors, so raw's score: no result of the method (the sort still reads the value)
+        parts = {"value": SAME, "delta": "", "interval": ""}
     return {**parts, "sort": "" if cell.value is None else repr(float(cell.value)), "best": cell.best,
-            "significant": cell.significant, "mark": MARKS.get(cell.mark, ""), "title": _hover(cell, column, row, fit),
+            "significant": cell.significant and not cell.unchanged, "mark": MARKS.get(cell.mark, ""),
+            "title": _hover(cell, column, row, fit),
             "missing": cell.value is None}
 
 
@@ -137,6 +140,9 @@ def _hover(cell: Cell, column: Column, row: Row, fit: list[str]) -> str:
     if cell.value is None:
         return "withheld: not meaningful for this row (see the notes)" if cell.withheld else "missing result"
     parts = [f"{row.label}: {column.label}"]
+    if cell.unchanged:
+        parts.append(f"{SAME}: every fit zeroed no dimension here, so the vectors are raw's and the score is raw's "
+                     f"({format_number(cell.value, column.fmt, MINUS)})")
     if cell.low is not None:
         parts.append(f"95% interval [{_num(cell.low)}, {_num(cell.high)}]")
     if cell.n is not None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from iso_bench.kinds.cards import Group, find_card
-from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table
+from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, SAME, Cell, Column, Leaderboard, Row, Section, Table
 from iso_bench.report.escape import csv_text, md_code, md_text, md_url
 from iso_bench.report.index import NO_BENCHMARK
 from iso_bench.report.marks import MARKS
@@ -72,11 +72,13 @@ def format_delta(delta: float, fmt: str, minus: str = MINUS, zero: str = "±") -
 
 
 def format_cell(cell: Cell, column: Column, minus: str = MINUS, bounds: bool = True) -> str:
-    """``82.03``, ``79.93 (−2.10)`` or ``–`` (missing or withheld), without emphasis (each renderer adds its own
-    bold); with what the cell carries: ``78.52 ± 0.27 [77.90, 79.10] (−2.10)`` (the interval only with
-    ``bounds``)."""
+    """``82.03``, ``79.93 (−2.10)``, ``–`` (missing or withheld) or ``= raw`` (the row's vectors are raw's there),
+    without emphasis (each renderer adds its own bold); with what the cell carries: ``78.52 ± 0.27 [77.90, 79.10]
+    (−2.10)`` (the interval only with ``bounds``)."""
     if cell.value is None:
         return MISSING
+    if cell.unchanged:
+        return SAME
     text = format_number(cell.value, column.fmt, minus)
     if cell.sd is not None:
         text += f" ± {format_number(cell.sd, column.fmt, minus)}"
@@ -96,7 +98,8 @@ def _grid(table: Table, bold: Callable[[str], str], minus: str, escape: Callable
     """The cells as text, each with its interval, difference, significance and mark."""
     def shown(c: Cell, col: Column) -> str:
         text = escape(format_cell(c, col, minus))
-        return (bold(text) if c.best else text) + (star if c.significant else "") + escape(MARKS.get(c.mark, ""))
+        sig = star if c.significant and not c.unchanged else ""
+        return (bold(text) if c.best else text) + sig + escape(MARKS.get(c.mark, ""))
 
     return [[escape(_label(row, a)) for a in table.labels]
             + [shown(c, col) for c, col in zip(row.cells, table.columns, strict=True)] for row in table.rows]
