@@ -30,6 +30,8 @@ from tabulate import tabulate
 from iso_bench.kinds.cards import Group, find_card
 from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, SAME, Cell, Column, Leaderboard, Row, Section, Table
 from iso_bench.report.escape import csv_text, md_code, md_text, md_url
+from iso_bench.report.heatmap import KEY as HEATMAP
+from iso_bench.report.heatmap import heatmaps
 from iso_bench.report.index import NO_BENCHMARK
 from iso_bench.report.marks import MARKS
 from iso_bench.report.matrix import NOTE as MATRIX_NOTE
@@ -131,7 +133,8 @@ def markdown_table(table: Table) -> str:
 
 
 def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) -> str:
-    """The leaderboard as GitHub markdown; ``plots`` maps a section's key to its plot's relative file name.
+    """The leaderboard as GitHub markdown; ``plots`` maps a section's key to its plot's relative file name (and
+    each heatmap's key, :func:`iso_bench.report.heatmap.heatmap_files`, to its own: shown under the matrices).
 
     A section per model (a table per task group, each followed by its notes and provenance, then its plot, or
     with ``plots`` given a line saying why it has none: :func:`no_plot_note`), then the model comparison.
@@ -142,8 +145,12 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
            f"{MISSING} is a missing result, never averaged.", "", *benchmark_lines(board, md_text), ""]
     found = verdict_lines(board)
     if found:
-        out += ["## Verdict", "", *matrix_markdown(verdict_matrices(board)), "Each judgement in words:", "",
-                *[f"- {md_text(line)}" for line in found], ""]
+        pictures = [(hm, plots[key]) for hm in heatmaps(board) if (key := f"{HEATMAP}:{hm.setting}") in (plots or {})]
+        out += ["## Verdict", "", *matrix_markdown(verdict_matrices(board))]
+        for hm, name in pictures:
+            alt = md_text(f"heatmap: difference from raw, {hm.setting}", brackets=True)
+            out += [f"![{alt}]({md_url(name)})", "", md_text(hm.caption, block=True), ""]
+        out += ["Each judgement in words:", "", *[f"- {md_text(line)}" for line in found], ""]
     for section in board.sections:
         out += [f"## {md_text(section.title)}", ""]
         out += [md_text(section.subtitle, block=True), ""] if section.subtitle else []
