@@ -158,14 +158,20 @@ def test_a_reader_sorts_filters_and_hovers_the_tables_in_a_browser(site, browser
 SCREENS = {"phone": (390, 844, True), "desktop": (1400, 900, False)}  # width, height, mobile (DevTools metrics)
 LAYOUT = """
 const width = window.innerWidth;
-const out = {width: width, document: document.documentElement.scrollWidth, means: [], averaging: 0, svgs: []};
+const out = {width: width, document: document.documentElement.scrollWidth, means: [], averaging: 0, svgs: [],
+             heatmaps: []};
 document.querySelectorAll("table.board").forEach(function (table) {
   const heads = Array.from(table.querySelectorAll("thead th"));
   out.averaging += heads.some(function (th) { return th.textContent.trim().startsWith("mean "); }) ? 1 : 0;
   const mean = table.querySelector("thead th.mean");  // the first mean: the one that ranks the table
   if (mean) { const r = mean.getBoundingClientRect(); out.means.push([table.id, r.left, r.right]); }
 });
-document.querySelectorAll("figure svg").forEach(function (svg) { out.svgs.push(svg.getBoundingClientRect().width); });
+document.querySelectorAll("figure:not(.heatmap) svg").forEach(function (svg) {
+  out.svgs.push(svg.getBoundingClientRect().width); });
+document.querySelectorAll("figure.heatmap").forEach(function (figure) {  // [its box's right, the SVG's width, its own]
+  const svg = figure.querySelector("svg");
+  out.heatmaps.push([figure.querySelector(".scroll").getBoundingClientRect().right, svg.getBoundingClientRect().width,
+                     svg.viewBox.baseVal.width]); });
 return out;"""
 COVERED = """
 const th = arguments[0]; th.scrollIntoView({block: "start"});
@@ -198,6 +204,10 @@ def test_the_published_page_works_on_a_phone_and_a_wide_screen(browser, screen: 
         assert len(layout["means"]) == layout["averaging"] >= 5, layout  # both models' STS tables, the comparison
         assert all(0 <= left and right <= width for _, left, right in layout["means"]), layout["means"]
         assert layout["svgs"] and all(0 < w <= width for w in layout["svgs"]), layout["svgs"]
+        # a heatmap per fit setting, never drawn below its own size (its numbers readable): wider than the screen,
+        # it scrolls in its box, which stays within the screen
+        assert len(layout["heatmaps"]) == 2 and all(right <= width and drawn >= own - 1
+                                                    for right, drawn, own in layout["heatmaps"]), layout["heatmaps"]
         heads = browser.find_elements("css selector", "table.board thead th") + browser.find_elements("css selector",
                                                                                                        "h2, h3")
         assert all(browser.execute_script(COVERED, th) for th in heads[::7])  # nothing over a header in view
@@ -210,6 +220,8 @@ def test_the_published_page_works_on_a_phone_and_a_wide_screen(browser, screen: 
         assert browser.find_element("id", "cell-info-text").text == cells[2].get_attribute("title")
         browser.find_element("id", "cell-info-close").click()
         assert not info.is_displayed()
+        browser.execute_script("document.querySelector('figure.heatmap').scrollIntoView()")
+        browser.save_screenshot(str(_artifacts(tmp_path) / f"leaderboard-heatmap-{screen}.png"))
         browser.execute_script("document.getElementById('t0-0-title').scrollIntoView()")
         shot = _artifacts(tmp_path) / f"leaderboard-{screen}.png"
         browser.save_screenshot(str(shot))

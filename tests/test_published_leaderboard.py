@@ -82,3 +82,41 @@ def test_committed_plots_are_linked_and_present() -> None:
         assert links, f"{folder}: the leaderboard links no plot"
         for link in links:
             assert (folder / link).is_file(), link
+
+
+def test_the_published_scatter_plots_keep_every_point_and_no_text_overlaps(published_board) -> None:
+    """Each model's IsoScore-vs-STS plot: every row of its data is a point where the data put it (coloured by its
+    method, hollow where fitted on held-out texts), and no two texts of the figure overlap (measured by
+    matplotlib's renderer), nor leaves the figure."""
+    import numpy as np
+    from matplotlib.collections import PathCollection
+    from matplotlib.text import Text
+
+    from iso_bench.report.plots import _draw, _pyplot, plot_data
+
+    plt = _pyplot()
+    plots = [p for p in map(plot_data, published_board.sections) if p is not None]
+    assert len(plots) == 3
+    for plot in plots:
+        fig = _draw(plt, plot, None)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        dots = [c for c in ax.collections if isinstance(c, PathCollection)]  # not the error bars
+        drawn = sorted(tuple(map(float, xy)) for c in dots for xy in c.get_offsets())
+        assert drawn == sorted((x, y) for _, points in plot.series for _, x, y in points)
+        hollow = sum(len(c.get_offsets()) for c in dots if not np.asarray(c.get_facecolor()).size)
+        assert hollow == sum("held-out" in label for _, points in plot.series for label, _, _ in points) > 0
+        (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+        hidden = {id(t) for t in ax.get_xticklabels() if not x0 <= t.get_position()[0] <= x1}
+        hidden |= {id(t) for t in ax.get_yticklabels() if not y0 <= t.get_position()[1] <= y1}  # ticks not drawn
+        boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
+                 if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
+        assert len(boxes) > 20  # the axes' and legends' texts
+        page = fig.bbox
+        for k, (text, box) in enumerate(boxes):
+            assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, text
+            clash = [other for other, b in boxes[k + 1:] if box.overlaps(b) and box.intersection(box, b).width > 0.5
+                     and box.intersection(box, b).height > 0.5]
+            assert not clash, (plot.title, text, clash)
+        plt.close(fig)

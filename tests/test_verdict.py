@@ -22,17 +22,23 @@ N = 400
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
-    """MTEB STS (STS12): ``sharp`` beats raw clearly, ``blurred`` loses clearly. WiC (a word task, no mean): the
-    variants' per-pair correctness differs from raw's on a handful of pairs only, so no test is significant."""
-    root = tmp_path_factory.mktemp("verdict")
+    return plant(tmp_path_factory.mktemp("verdict"))
+
+
+def plant(root: Path) -> Path:
+    """MTEB STS (STS12): ``sharp`` beats raw clearly, ``blurred`` loses clearly, ``clip`` zeroed no dimension (its
+    vectors, units and score are raw's). WiC (a word task, no mean): the variants' per-pair correctness differs from
+    raw's on a handful of pairs only, so no test is significant; there clip zeroed a dimension."""
     for variant, noise in (("raw", 1.0), ("sharp", 0.3), ("blurred", 3.0)):
         write_scored(root, BASE, variant, "STS12", sts_units(N, noise, seed=1))
+    write_scored(root, BASE, "clip", "STS12", sts_units(N, 1.0, seed=1), fits=[{"learned": {"dims_": []}}])
     rng = np.random.default_rng(7)
     right = (rng.random(N) < 0.6).astype(float)
-    for variant, flips in (("raw", 0), ("sharp", 3), ("blurred", 4)):
+    for variant, flips in (("raw", 0), ("sharp", 3), ("blurred", 4), ("clip", 2)):
         units = right.copy()
         units[:flips] = 1 - units[:flips]
-        write_scored(root, BASE, variant, "WiC", units, "mean")
+        fits = [{"learned": {"dims_": [5]}}] if variant == "clip" else None
+        write_scored(root, BASE, variant, "WiC", units, "mean", fits=fits)
     return root
 
 
@@ -88,7 +94,8 @@ def sharp_mean(board) -> float:
 
 
 def test_the_matrix_opens_the_verdict_of_the_markdown_the_page_and_the_latex(board, tmp_path: Path) -> None:
-    """Planted: sharp wins the STS mean, blurred loses it; no variant wins or loses WiC significantly."""
+    """Planted: sharp wins the STS mean, blurred loses it, clip equals raw there; no variant wins or loses WiC
+    significantly."""
     delta = f"{sharp_mean(board):+.2f}"
     [matrix] = verdict_matrices(board)
     assert (matrix.setting, matrix.units, matrix.models) == ("fitted on test texts", ("MTEB STS", "WiC"), (BASE,))
@@ -112,3 +119,26 @@ def test_the_matrix_opens_the_verdict_of_the_markdown_the_page_and_the_latex(boa
 @needs_pdflatex
 def test_the_latex_verdict_compiles_within_the_page(board, tmp_path: Path) -> None:
     assert_fits(compile_latex(render_latex(board), tmp_path))
+
+
+def test_a_variant_whose_vectors_are_raws_on_a_task_says_so_in_its_cells(board) -> None:
+    """Planted: clip zeroed no dimension on STS12 (its STS12 and mean cells are ``= raw``, in every format, never
+    best), one on WiC (a result like any other)."""
+    sts, wic = (next(t for s in board.sections for t in s.tables if t.title.startswith(g)) for g in ("MTEB", "word"))
+    raw, clip = (next(r for r in sts.rows if r.variant == v) for v in ("raw", "clip"))
+    assert [c.unchanged for c in clip.cells] == [True, True] and not any(c.best for c in clip.cells)
+    assert [c.value for c in clip.cells] == [c.value for c in raw.cells] and clip.cells[0].delta == 0
+    assert [c.unchanged for c in next(r for r in wic.rows if r.variant == "clip").cells] == [False]
+    assert not any(c.unchanged for t in (sts, wic) for r in t.rows if r.variant != "clip" for c in r.cells)
+    assert any(n.startswith("= raw: every fit of the row") for n in sts.notes)
+    assert not any(n.startswith("= raw") for n in wic.notes)
+    markdown = render_markdown(board)
+    assert re.search(r"^\| clip +\| += raw \| += raw \|$", markdown, re.M), markdown
+    assert re.search(r"^\| clip +\| +\d+\.\d\d \[", markdown[markdown.index("### word level"):], re.M)
+    page = render_html(board)
+    shown = re.findall(r'<td class="num[^"]*"[^>]*><span class="v">= raw</span></td>', page)
+    assert len(shown) == 2 and all("best" not in td.split(">")[0] for td in shown)
+    assert "= raw: every fit zeroed no dimension here" in page
+    latex = render_latex(board)
+    row = next(line for line in latex.splitlines() if line.startswith("clip &") and "= raw" in line)
+    assert row.count("= raw") == 2 and "textbf" not in row

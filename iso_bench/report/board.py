@@ -25,12 +25,13 @@ without a digest ° (:mod:`.marks`), each explained by a note under its table.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from iso_bench.kinds.cards import Group
-from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table  # noqa: F401 - named here too
+from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, SAME, Cell, Column, Leaderboard, Row, Section, Table  # noqa: F401 - named here too
 from iso_bench.report.index import NO_BENCHMARK, Index, Line, place, recorded_benchmark, variant_order
 from iso_bench.report.marks import mark_notes, worst
 from iso_bench.report.provenance import provenance
@@ -163,6 +164,23 @@ def _benchmark_note(ix: Index, lines: Sequence[Line]) -> list[str]:
             "[benchmark=…]: shown, never bold and never best, not ranked with the other rows."]
 
 
+def _same_as_raw(ix: Index, columns: Sequence[Sequence[Cell]], lines: Sequence[Line],
+                 col_tasks: Sequence[Sequence[str]]) -> tuple[list[list[Cell]], list[str]]:
+    """The cells whose row's vectors are raw's on the column's tasks (:meth:`Index.unchanged`) flagged
+    ``unchanged`` (shown as ``= raw``, never best), and the note saying so; [] when there is none."""
+    out, seen = [], False
+    for cells, tasks in zip(columns, col_tasks, strict=True):
+        col = []
+        for cell, line in zip(cells, lines, strict=True):
+            same = cell.value is not None and ix.raw.get(line) is not None and ix.unchanged(line, tasks)
+            col.append(dataclasses.replace(cell, unchanged=True, best=False) if same else cell)
+            seen = seen or same
+        out.append(col)
+    note = (f"{SAME}: every fit of the row on the column's tasks zeroed no dimension (clip found no outlier), so its "
+            "vectors and scores there are raw's: no result of the method, never best.")
+    return out, [note] if seen else []
+
+
 def _ranked_table(ix: Index, group: Group, tasks: tuple[str, ...], lines: Sequence[Line], boot: Bootstrap | None
                   ) -> Table:
     columns = [Column(t, ix.label[t]) for t in tasks]
@@ -187,7 +205,8 @@ def _ranked_table(ix: Index, group: Group, tasks: tuple[str, ...], lines: Sequen
         cells, more = annotate(boot, ix, cells, lines, col_tasks, [c.label for c in columns],
                                [line.label for line in lines], bool(group.mean))
         notes += more
-    notes += _missing_note(ix, lines, tasks)
+    cells, more = _same_as_raw(ix, cells, lines, [(t,) for t in tasks] + [tasks] * bool(group.mean))
+    notes += more + _missing_note(ix, lines, tasks)
     picked = [r for line in lines for t in tasks for r in ix.found(line, t)]
     notes += mark_notes(cells, picked)
     return Table(f"{group.title}: main score × 100 ({group.metric})", ("variant",), tuple(columns),
@@ -288,6 +307,8 @@ def _comparison(ix: Index, boot: Bootstrap | None) -> Table | None:
         cells, more = annotate(boot, ix, cells, lines, col_tasks, [c.label for c in columns],
                                [f"{line.base} {line.label}" for line in lines], True)
         notes += more
+    cells, more = _same_as_raw(ix, cells, [line for line, _ in keys], col_tasks)
+    notes += more
     used = [r for r in ix.results if ix.group[r.task].ranked]
     notes += mark_notes(cells, used)
     return Table(f"best variant of each model by {label}", ("model", "revision", "variant"), tuple(columns),

@@ -9,6 +9,7 @@ from iso_bench.report.setups import row_label
 
 PERCENT_DECIMALS = 2  # scores are shown × 100 with two decimals
 COMPARISON = "comparison"  # the key of the section that compares the models
+SAME = "= raw"  # how a cell whose row's vectors are raw's on its tasks is shown (Cell.unchanged)
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,9 @@ class Cell:
 
     ``withheld``: a value that exists but means nothing for this row (I(W) of whitened vectors); shown as –
     like a missing one, and explained in the table's notes, not in its missing note. ``mark``: "modified" or
-    "unverified" when a result the cell is computed from is (:mod:`.marks`), else "".
+    "unverified" when a result the cell is computed from is (:mod:`.marks`), else "". ``unchanged``: the row's
+    vectors are raw's on every task of the cell (clip that zeroed no dimension there): its value is raw's and no
+    result of the method, so it is shown as ``= raw`` and is never best.
 
     With intervals (:mod:`.uncertainty`), in the cell's unit (× 100 for percents, rounded like the value):
     ``low``/``high``, its interval; ``sd``, the standard deviation across the seeds of a merged row;
@@ -50,6 +53,7 @@ class Cell:
     q: float | None = None
     significant: bool = False
     n: int | None = None
+    unchanged: bool = False
 
     @property
     def missing(self) -> bool:

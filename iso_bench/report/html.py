@@ -21,12 +21,14 @@ plots pin matplotlib's hash salt and date, :func:`iso_bench.report.plots.svg_plo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from iso_bench.methods import METHODS
-from iso_bench.report.cells import Cell, Column, Leaderboard, Row, Table
+from iso_bench.report.cells import SAME, Cell, Column, Leaderboard, Row, Table
+from iso_bench.report.heatmap import KEY as HEATMAP
 from iso_bench.report.marks import MARKS
 from iso_bench.report.matrix import NOTE as MATRIX_NOTE
 from iso_bench.report.matrix import Matrix, MatrixCell, verdict_matrices
@@ -47,7 +49,8 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def render_html(board: Leaderboard, plots: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> str:
-    """``board`` as an HTML page; ``plots`` maps a section's key to its figures: ``(inline SVG, caption)``."""
+    """``board`` as an HTML page; ``plots`` maps a section's key to its figures: ``(inline SVG, caption)``; those
+    of :data:`iso_bench.report.heatmap.KEY` (the heatmaps) go under the verdict's matrices."""
     from jinja2 import (  # lazily: only the web page needs it
         Environment,
         FileSystemLoader,
@@ -69,7 +72,16 @@ def render_html(board: Leaderboard, plots: Mapping[str, Sequence[tuple[str, str]
     return env.get_template("leaderboard.html").render(
         board=board, sections=sections, groups=groups, methods=methods, missing=MISSING,
         benchmark=" ".join(benchmark_lines(board, str)).replace("`", ""), bibtex=bibtex(board_benchmark(board)),
-        verdict=verdict_lines(board), matrices=[_matrix(m) for m in verdict_matrices(board)], matrix_note=MATRIX_NOTE)
+        verdict=verdict_lines(board), matrices=[_matrix(m) for m in verdict_matrices(board)], matrix_note=MATRIX_NOTE,
+        heatmaps=[{"svg": Markup(_at_least_native(svg)), "caption": caption}
+                  for svg, caption in (plots or {}).get(HEATMAP, ())])
+
+
+def _at_least_native(svg: str) -> str:
+    """A heatmap's SVG never drawn narrower than its own width (a pixel per point of its ``viewBox``, so its
+    numbers stay readable): on a narrow screen it scrolls in its box instead of shrinking."""
+    found = re.search(r'viewBox="0 0 ([0-9.]+) ', svg[:svg.index(">")])
+    return svg if found is None else svg.replace("<svg ", f'<svg style="min-width:{float(found[1]):.0f}px" ', 1)
 
 
 def _matrix(matrix: Matrix) -> dict[str, Any]:
@@ -126,8 +138,11 @@ def _cell(cell: Cell, column: Column, row: Row, fit: list[str]) -> dict[str, Any
                  "delta": "" if cell.delta is None else f"({format_delta(cell.delta, column.fmt)})",
                  "interval": "" if cell.low is None or cell.high is None else
                  f"[{format_number(cell.low, column.fmt, MINUS)}, {format_number(cell.high, column.fmt, MINUS)}]"}
+    if cell.unchanged:  # raw's vectors, so raw's score: no result of the method (the sort still reads the value)
+        parts = {"value": SAME, "delta": "", "interval": ""}
     return {**parts, "sort": "" if cell.value is None else repr(float(cell.value)), "best": cell.best,
-            "significant": cell.significant, "mark": MARKS.get(cell.mark, ""), "title": _hover(cell, column, row, fit),
+            "significant": cell.significant and not cell.unchanged, "mark": MARKS.get(cell.mark, ""),
+            "title": _hover(cell, column, row, fit),
             "missing": cell.value is None}
 
 
@@ -137,6 +152,9 @@ def _hover(cell: Cell, column: Column, row: Row, fit: list[str]) -> str:
     if cell.value is None:
         return "withheld: not meaningful for this row (see the notes)" if cell.withheld else "missing result"
     parts = [f"{row.label}: {column.label}"]
+    if cell.unchanged:
+        parts.append(f"{SAME}: every fit zeroed no dimension here, so the vectors are raw's and the score is raw's "
+                     f"({format_number(cell.value, column.fmt, MINUS)})")
     if cell.low is not None:
         parts.append(f"95% interval [{_num(cell.low)}, {_num(cell.high)}]")
     if cell.n is not None:

@@ -240,9 +240,15 @@ class Index:
             return worst(*(r.state for t in tasks for r in self.found(line, t)))
         return [(mark(line), mark(self.raw.get(line))) for line in lines]
 
-    def unchanged(self, line: Line) -> bool:
-        """Every fit of the row zeroed no dimension (clip that found no outlier): its vectors are raw's."""
-        fits = [f for r in self.results if (r.base, r.revision, r.variant) == line[:3] and r.setup_key in line.members
-                for f in r.fits or [{}]]
+    def unchanged(self, line: Line, tasks: Sequence[str] | None = None) -> bool:
+        """Every fit of the row (on ``tasks``, every task of the row where None) zeroed no dimension (clip that
+        found no outlier): its vectors there are raw's. False where a task has no result of the row."""
+        if tasks is None:
+            found = [r for r in self.results if (r.base, r.revision, r.variant) == line[:3]
+                     and r.setup_key in line.members]
+        else:
+            per_task = [self.found(line, t) for t in tasks]
+            found = [r for rs in per_task for r in rs] if all(per_task) else []
+        fits = [f for r in found for f in r.fits or [{}]]
         return bool(fits) and all(isinstance(f.get("learned"), dict) and f["learned"].get("dims_") == []
                                   for f in fits)

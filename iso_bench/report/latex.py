@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from iso_bench.report.cells import Cell, Column, Leaderboard, Table
+from iso_bench.report.cells import SAME, Cell, Column, Leaderboard, Table
 from iso_bench.report.escape import latex_escape
 from iso_bench.report.marks import MARKS
 from iso_bench.report.matrix import NOTE as MATRIX_NOTE
@@ -149,9 +149,12 @@ Line = tuple[str, str]  # (text as shown, style): "" plain, "bold", "small"
 
 def _cell(cell: Cell, column: Column) -> list[Line]:
     """The lines of a cell: value (± sd) and mark; the difference from raw (``*`` when significant); the
-    interval in small type. A missing or withheld value is the en dash alone."""
+    interval in small type. A missing or withheld value is the en dash alone, a row whose vectors are raw's there
+    ``= raw``."""
     if cell.value is None:
         return [(MISSING, "")]
+    if cell.unchanged:  # raw's vectors there: raw's score, no result of the method
+        return [(SAME, ""), *([(MARKS[cell.mark], "mark")] if cell.mark in MARKS else [])]
     value = format_number(cell.value, column.fmt, MINUS)
     if cell.sd is not None:
         value += f" ± {format_number(cell.sd, column.fmt, MINUS)}"

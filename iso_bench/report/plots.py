@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from iso_bench.files import atomic_write_bytes
 from iso_bench.report.cells import Leaderboard, Section
 from iso_bench.report.escape import plot_text
+from iso_bench.report.heatmap import KEY as HEATMAP
+from iso_bench.report.heatmap import draw_heatmap, heatmap_files, heatmaps
 
 if TYPE_CHECKING:
     from iso_bench.numerics.outliers import OutlierReport
@@ -83,10 +85,12 @@ def _save(plt: Any, fig: Any, path: Path) -> None:
 
 
 def write_plots(board: Leaderboard, folder: str | Path, stem: str) -> dict[str, str]:
-    """Save each model's isotropy-vs-STS plot as ``<stem>-<key>.png`` in ``folder``; returns key -> file name.
+    """Save each model's isotropy-vs-STS plot as ``<stem>-<key>.png`` in ``folder``, and the verdict's heatmap
+    of each fit setting (:mod:`.heatmap`) as ``<stem>-verdict-<setting>.png``; returns key -> file name.
 
     >>> write_plots(board, "leaderboards", "minilm")               # doctest: +SKIP
-    {'sentence-transformers__all-MiniLM-L6-v2': 'minilm-sentence-transformers__all-MiniLM-L6-v2.png'}
+    {'#verdict:fitted on test texts': 'minilm-verdict-fitted-on-test-texts.png',
+     'sentence-transformers__all-MiniLM-L6-v2': 'minilm-sentence-transformers__all-MiniLM-L6-v2.png'}
     """
     names = plot_files(board, stem)
     if not names:
@@ -96,30 +100,36 @@ def write_plots(board: Leaderboard, folder: str | Path, stem: str) -> dict[str, 
     folder.mkdir(parents=True, exist_ok=True)
     for section in board.sections:
         if section.key in names:
-            _draw(plt, plot_data(section), folder / names[section.key])
+            _draw(plt, plot_data(section), folder / names[section.key], board_methods(board))
+    for hm in heatmaps(board):
+        _save(plt, draw_heatmap(plt, hm), folder / names[f"{HEATMAP}:{hm.setting}"])
     return names
 
 
 def plot_files(board: Leaderboard, stem: str) -> dict[str, str]:
-    """The files :func:`write_plots` writes, by section key, without drawing (so that they can be checked first):
-    ``<stem>-<key>.png`` for each model with a plot."""
-    return {s.key: f"{stem}-{s.key}.png" for s in board.sections if plot_data(s) is not None}
+    """The files :func:`write_plots` writes, by key, without drawing (so that they can be checked first):
+    ``<stem>-<key>.png`` for each model with a plot, and the heatmaps' (:func:`.heatmap.heatmap_files`)."""
+    return {**{s.key: f"{stem}-{s.key}.png" for s in board.sections if plot_data(s) is not None},
+            **heatmap_files(board, stem)}
 
 
 def svg_plots(board: Leaderboard) -> dict[str, list[tuple[str, str]]]:
-    """Each section's figures as inline SVG, by section key, each with the caption that says what it shows: its
-    isotropy-vs-STS plot (where the isotropy task ran) and, per ranked table, each variant's difference from raw
-    per task (with the paired interval where there is one). An SVG has no fixed width or height, only its
+    """Each section's figures as inline SVG, by section key, each with the caption that says what it shows (under
+    :data:`.heatmap.KEY`, the verdict's heatmap of each fit setting): its isotropy-vs-STS plot (where the
+    isotropy task ran) and, per ranked table, each variant's difference from raw per task (with the paired
+    interval where there is one). An SVG has no fixed width or height, only its
     ``viewBox``: the page sizes it to the screen. Pinned for equal bytes on equal data: the SVG hash salt (per
     section, so two figures of a page never share an element id), no date."""
     plt = _pyplot()
     out = {}
-    for section in board.sections:
-        figures: list[tuple[Any, Any, str]] = []
+    verdict = [(hm, lambda plt, hm, _: draw_heatmap(plt, hm), hm.caption) for hm in heatmaps(board)]
+    for section in (Section(HEATMAP, "", (), HEATMAP), *board.sections):
+        figures: list[tuple[Any, Any, str]] = list(verdict) if section.key == HEATMAP else []
         plot = plot_data(section)
         if plot is not None:
             bars = " (bars: the mean's 95% interval)" if plot.errors else ""
-            figures.append((plot, _draw, f"{section.title}: {plot.x_label} against each mean score{bars}."))
+            figures.append((plot, lambda plt, plot, path: _draw(plt, plot, path, board_methods(board)),
+                            f"{section.title}: {plot.x_label} against each mean score{bars}."))
         for table in section.tables:
             if _has_deltas(table):
                 paired = any(c.delta_low is not None for row in table.rows for c in row.cells)
@@ -177,56 +187,74 @@ def _draw_deltas(plt: Any, table: Any, path: Path | None) -> Any:
     return fig
 
 
-def _draw(plt: Any, plot: Plot, path: Path | None) -> Any:
+def _method(label: str) -> str:
+    """The method of a row label: ``flow [fitted on held-out texts, seeds 0-4]`` -> ``flow``."""
+    return label.split(" [", 1)[0]
+
+
+def _held_out(label: str) -> bool:
+    """Whether a row label says its fit was on texts other than the test texts (drawn hollow)."""
+    return "fitted on" in label and "fitted on test texts" not in label
+
+
+def method_colours(methods: list[str]) -> dict[str, Any]:
+    """A colour per method, raw black: the dark hues of matplotlib's tab20 first, then its light ones."""
+    import matplotlib  # lazily: matplotlib is slow to import
+
+    palette = matplotlib.colormaps["tab20"].colors
+    hues = [palette[i] for i in (*range(0, 20, 2), *range(1, 20, 2))]
+    others = [m for m in methods if m != "raw"]
+    return {"raw": "black", **{m: hues[k % len(hues)] for k, m in enumerate(others)}}
+
+
+def board_methods(board: Leaderboard) -> list[str]:
+    """The methods of every plot of ``board``, raw first: each keeps its colour in every model's plot."""
+    plots = [p for p in map(plot_data, board.sections) if p is not None]
+    found = {_method(label) for p in plots for _, points in p.series for label, _, _ in points}
+    return sorted(found, key=lambda m: (m != "raw", m))
+
+
+def _draw(plt: Any, plot: Plot, path: Path | None, palette: list[str] | None = None) -> Any:
+    """Each point a row (a variant in one setup): colour = its method (legend; ``palette``, the methods the
+    colours are assigned over, :func:`board_methods`), marker = the mean score it is plotted against, hollow
+    where fitted on held-out texts; no text at the points, so nothing overlaps."""
+    from matplotlib.lines import Line2D  # lazily: matplotlib is slow to import
+
+    methods = list(dict.fromkeys(_method(label) for _, points in plot.series for label, _, _ in points))
+    colours = method_colours(palette or sorted(methods, key=lambda m: (m != "raw", m)))
     with plt.rc_context({"font.size": 9}):
-        fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
-        texts: list[tuple[float, float, str]] = []
-        for k, ((label, points), marker) in enumerate(zip(plot.series, "os^Dv<>p", strict=False)):
-            dots = ax.scatter([p[1] for p in points], [p[2] for p in points], marker=marker, label=plot_text(label))
-            bars = [(x, y, e) for (_, x, y), e in zip(points, plot.errors[k] if plot.errors else (), strict=False)
-                    if e is not None]
-            if bars:  # the interval of y: asymmetric, from the percentile bootstrap
-                ax.errorbar([b[0] for b in bars], [b[1] for b in bars], fmt="none", capsize=2, linewidth=0.8,
-                            ecolor=dots.get_facecolor()[0], yerr=[[b[1] - b[2][0] for b in bars],
-                                                                  [b[2][1] - b[1] for b in bars]])
-            # variants at the same point (e.g. clip that zeroed nothing, and raw) share one label
-            labels: dict[tuple[float, float], list[str]] = {}
-            for variant, x, y in points:
-                labels.setdefault((x, y), []).append(variant)
-            texts += [(x, y, plot_text(", ".join(variants))) for (x, y), variants in labels.items()]
-        ax.margins(x=0.15, y=0.1)
-        _place_labels(ax, texts)
+        fig, ax = plt.subplots(figsize=(9.0, 5.0), dpi=100)
+        for k, ((_, points), marker) in enumerate(zip(plot.series, "os^Dv<>p", strict=False)):
+            errors = plot.errors[k] if plot.errors else (None,) * len(points)
+            for (label, x, y), err in zip(points, errors, strict=False):
+                colour = colours[_method(label)]
+                if err is not None:  # the interval of y: asymmetric, from the percentile bootstrap
+                    ax.errorbar([x], [y], yerr=[[y - err[0]], [err[1] - y]], fmt="none", capsize=2, linewidth=0.7,
+                                ecolor=colour, alpha=0.6)
+                ax.scatter([x], [y], marker=marker, s=30, edgecolors=[colour], linewidths=1.2,
+                           facecolors="none" if _held_out(label) else [colour],
+                           zorder=4 if _method(label) == "raw" else 3)  # raw over what equals it (clip = raw)
+        ax.margins(x=0.08, y=0.08)
         y_label = plot_text(plot.y_label) + ("\n(bars: the interval shown in the table)" if plot.errors else "")
         ax.set(xlabel=plot_text(plot.x_label), ylabel=y_label, title=plot_text(plot.title))
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-        fig.tight_layout()
+        by_method = [Line2D([], [], color=colours[m], marker="o", linestyle="", label=plot_text(m))
+                     for m in sorted(methods, key=lambda m: (m != "raw", m))]
+        first = ax.legend(handles=by_method, title="method", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                          fontsize=8, title_fontsize=8, frameon=False, ncol=1 + (len(methods) > 14))
+        ax.add_artist(first)
+        shapes = [Line2D([], [], color="0.3", marker=marker, linestyle="", label=plot_text(name))
+                  for (name, _), marker in zip(plot.series, "os^Dv<>p", strict=False)]
+        if any(_held_out(label) for _, points in plot.series for label, _, _ in points):
+            shapes += [Line2D([], [], color="0.3", marker="o", linestyle="", label="fitted on test texts"),
+                       Line2D([], [], color="0.3", marker="o", markerfacecolor="none", linestyle="",
+                              label="fitted on held-out texts")]
+        ax.legend(handles=shapes, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8, frameon=False,
+                  ncol=2)
+        fig.tight_layout(rect=(0, 0, 0.8, 1))  # the right fifth: the legend of the methods
     if path is not None:
         _save(plt, fig, path)
     return fig
-
-
-def _place_labels(ax: Any, texts: list[tuple[float, float, str]], line_px: float = 12.0, tries: int = 12) -> None:
-    """Each point's label beside it, moved down in steps of one text line where it would overlap a label placed
-    before it (labels placed from the top of the plot down; after ``tries`` lines it stays at the last), with a
-    thin line back to its point when moved. The axes' limits must be set (margins) before. Deterministic: the
-    same points give the same places."""
-    ax.autoscale_view()
-    to_px = ax.transData.transform
-    placed: list[tuple[float, float, float, float]] = []  # x0, y0, x1, y1 in pixels
-    char_px = 6.2  # a character's width at 8 points (11 pixels at 100 dpi), about
-    for x, y, text in sorted(texts, key=lambda t: (-t[1], t[0], t[2])):
-        px, py = to_px((x, y))
-        width = char_px * len(text)
-        for shift in range(tries):
-            x0, y0 = px + 5.5, py + 4 - shift * line_px
-            box = (x0, y0, x0 + width, y0 + line_px)
-            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
-                break
-        placed.append(box)
-        offset = (4, 3 - shift * line_px * 72 / ax.figure.dpi)  # offset points: 72 per inch
-        ax.annotate(text, (x, y), textcoords="offset points", xytext=offset, fontsize=8,
-                    arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5"} if shift else None)
 
 
 def plot_outliers(report: OutlierReport, path: str | Path, top: int = 5) -> None:

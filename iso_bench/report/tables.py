@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 from tabulate import tabulate
 
 from iso_bench.kinds.cards import Group, find_card
-from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, Cell, Column, Leaderboard, Row, Section, Table
+from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, SAME, Cell, Column, Leaderboard, Row, Section, Table
 from iso_bench.report.escape import csv_text, md_code, md_text, md_url
+from iso_bench.report.heatmap import KEY as HEATMAP
+from iso_bench.report.heatmap import heatmaps
 from iso_bench.report.index import NO_BENCHMARK
 from iso_bench.report.marks import MARKS
 from iso_bench.report.matrix import NOTE as MATRIX_NOTE
@@ -72,11 +74,13 @@ def format_delta(delta: float, fmt: str, minus: str = MINUS, zero: str = "±") -
 
 
 def format_cell(cell: Cell, column: Column, minus: str = MINUS, bounds: bool = True) -> str:
-    """``82.03``, ``79.93 (−2.10)`` or ``–`` (missing or withheld), without emphasis (each renderer adds its own
-    bold); with what the cell carries: ``78.52 ± 0.27 [77.90, 79.10] (−2.10)`` (the interval only with
-    ``bounds``)."""
+    """``82.03``, ``79.93 (−2.10)``, ``–`` (missing or withheld) or ``= raw`` (the row's vectors are raw's there),
+    without emphasis (each renderer adds its own bold); with what the cell carries: ``78.52 ± 0.27 [77.90, 79.10]
+    (−2.10)`` (the interval only with ``bounds``)."""
     if cell.value is None:
         return MISSING
+    if cell.unchanged:
+        return SAME
     text = format_number(cell.value, column.fmt, minus)
     if cell.sd is not None:
         text += f" ± {format_number(cell.sd, column.fmt, minus)}"
@@ -96,7 +100,8 @@ def _grid(table: Table, bold: Callable[[str], str], minus: str, escape: Callable
     """The cells as text, each with its interval, difference, significance and mark."""
     def shown(c: Cell, col: Column) -> str:
         text = escape(format_cell(c, col, minus))
-        return (bold(text) if c.best else text) + (star if c.significant else "") + escape(MARKS.get(c.mark, ""))
+        sig = star if c.significant and not c.unchanged else ""
+        return (bold(text) if c.best else text) + sig + escape(MARKS.get(c.mark, ""))
 
     return [[escape(_label(row, a)) for a in table.labels]
             + [shown(c, col) for c, col in zip(row.cells, table.columns, strict=True)] for row in table.rows]
@@ -128,7 +133,8 @@ def markdown_table(table: Table) -> str:
 
 
 def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) -> str:
-    """The leaderboard as GitHub markdown; ``plots`` maps a section's key to its plot's relative file name.
+    """The leaderboard as GitHub markdown; ``plots`` maps a section's key to its plot's relative file name (and
+    each heatmap's key, :func:`iso_bench.report.heatmap.heatmap_files`, to its own: shown under the matrices).
 
     A section per model (a table per task group, each followed by its notes and provenance, then its plot, or
     with ``plots`` given a line saying why it has none: :func:`no_plot_note`), then the model comparison.
@@ -139,8 +145,12 @@ def render_markdown(board: Leaderboard, plots: Mapping[str, str] | None = None) 
            f"{MISSING} is a missing result, never averaged.", "", *benchmark_lines(board, md_text), ""]
     found = verdict_lines(board)
     if found:
-        out += ["## Verdict", "", *matrix_markdown(verdict_matrices(board)), "Each judgement in words:", "",
-                *[f"- {md_text(line)}" for line in found], ""]
+        pictures = [(hm, plots[key]) for hm in heatmaps(board) if (key := f"{HEATMAP}:{hm.setting}") in (plots or {})]
+        out += ["## Verdict", "", *matrix_markdown(verdict_matrices(board))]
+        for hm, name in pictures:
+            alt = md_text(f"heatmap: difference from raw, {hm.setting}", brackets=True)
+            out += [f"![{alt}]({md_url(name)})", "", md_text(hm.caption, block=True), ""]
+        out += ["Each judgement in words:", "", *[f"- {md_text(line)}" for line in found], ""]
     for section in board.sections:
         out += [f"## {md_text(section.title)}", ""]
         out += [md_text(section.subtitle, block=True), ""] if section.subtitle else []

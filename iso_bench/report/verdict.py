@@ -68,7 +68,8 @@ def _why_none(rows: Sequence[tuple[Row, Cell]]) -> str | None:
 class Judgement:
     """One judged unit of one model in one setting: ``best``, the variant that beats raw significantly by the most
     (its row and cell; None when none does), and ``losses``, the variants significantly worse than raw.
-    ``no_verdict`` says why a unit that would be judged has no paired test (then nothing else is judged)."""
+    ``no_verdict`` says why a unit that would be judged has no paired test (then nothing else is judged);
+    ``tested``: every variant's row and cell compared with raw there (what the heatmap of :mod:`.heatmap` shows)."""
 
     model: str
     group: str
@@ -77,6 +78,7 @@ class Judgement:
     best: tuple[Row, Cell] | None
     losses: tuple[str, ...]
     no_verdict: str | None = None
+    tested: tuple[tuple[Row, Cell], ...] = ()
 
     @property
     def unit(self) -> str:
@@ -94,7 +96,7 @@ def _judge(model: str, group: str, what: str, setting: str, rows: Sequence[tuple
     wins = sorted((rc for rc in tested if rc[1].significant and rc[1].delta > 0),
                   key=lambda rc: (-rc[1].delta, rc[0].variant))
     losses = tuple(row.variant for row, cell in tested if cell.significant and cell.delta < 0)
-    return Judgement(model, group, what, setting, wins[0] if wins else None, losses)
+    return Judgement(model, group, what, setting, wins[0] if wins else None, losses, tested=tuple(tested))
 
 
 def _line(j: Judgement) -> str:
