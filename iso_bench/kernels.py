@@ -50,7 +50,7 @@ KEPT_LOWER = {"ATEN_CPU_CAPABILITY": "default"}
 PUBLISHED_CLASS = "cpu-native-avx512-amd-25-17"
 PUBLISHED_OPENBLAS = "SkylakeX"  # the kernels numpy's OpenBLAS runs there, where fits of the published board ran
 """The class of the published v2 board's vectors (each library's own kernels on a 2-core AMD EPYC, family 25
-model 17, with AVX-512): its cache namespaces and fit keys are those written before classes were named."""
+model 17, with AVX-512): its raw-vector cache namespaces are those written before classes were named."""
 _MKL_CBWR = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
              10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
 _previous: dict[str, tuple[str | None, str]] = {}  # name: (what pin_kernels replaced, what it set)

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     texts, intents = banking77(args.data_dir, args.texts)
     import torch
 
-    from iso_bench.vectors.loader import load_backbone
+    from iso_bench.backbones.loader import load_backbone
     from iso_bench.vectors.store import EmbeddingStore
 
     if args.threads:

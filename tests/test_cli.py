@@ -202,3 +202,21 @@ def test_the_reproduce_command_keeps_a_control_character_of_a_model_name_on_one_
                              env={**os.environ, "LC_ALL": "C.UTF-8"}).stdout
     assert printed.decode("utf-8").split("\0")[:-1] == ["iso-bench", "run", "--model", name, "--methods", "raw",
                                                         "--tasks", "STS12"]
+
+
+@pytest.mark.parametrize("flag, env, recorded", [(None, "native", True), ("avx2", "native", False),
+                                                 ("native", None, True), (None, None, False)])
+def test_the_reproduce_command_names_native_kernels_however_they_were_chosen(monkeypatch, flag, env,
+                                                                             recorded) -> None:
+    """Native kernels give other bits: the recorded command says --kernels native whether the flag or
+    $ISO_BENCH_KERNELS chose them, and never when the pinned mode ran."""
+    from iso_bench.cli import build_parser
+    from iso_bench.grid.plan import reproduce_command
+
+    if env is None:
+        monkeypatch.delenv("ISO_BENCH_KERNELS", raising=False)
+    else:
+        monkeypatch.setenv("ISO_BENCH_KERNELS", env)
+    argv = ["run", "--model", "org/m", "--methods", "raw", "--tasks", "STS12"] + (["--kernels", flag] if flag else [])
+    command = reproduce_command(build_parser().parse_args(argv), "org/m")
+    assert command.endswith("--kernels native") is recorded and command.count("--kernels") == int(recorded)

@@ -93,3 +93,23 @@ def test_the_page_shows_the_heatmap_as_inline_svg_one_cell_per_method_and_column
     assert mesh.count("<path") == len(hm.methods) * len(hm.columns) == 6
     assert caption.startswith("Fitted on test texts: each method&#39;s difference from raw")
     assert "else each task in a column of its own" in caption
+
+
+def test_a_result_marked_modified_is_never_drawn_as_a_difference(board) -> None:
+    """A cell marked † (edited after its run: no paired test) is left empty in the heatmap, as in the matrix,
+    however large its difference."""
+    from dataclasses import replace
+
+    from iso_bench.report.cells import Leaderboard
+
+    sts = _table(board, "MTEB")
+    rows = tuple(replace(r, cells=(*r.cells[:-1], replace(r.cells[-1], mark="modified")))
+                 if r.variant == "sharp" else r for r in sts.rows)
+    section = next(s for s in board.sections if sts in s.tables)
+    edited = Leaderboard((replace(section, tables=tuple(replace(t, rows=rows) if t is sts else t
+                                                         for t in section.tables)),))
+    [hm] = heatmaps(edited)
+    sharp = hm.cells[hm.methods.index("sharp")][hm.columns.index((BASE, "MTEB STS"))]
+    assert sharp.delta is None and sharp.text == "–"
+    [before] = heatmaps(board)
+    assert before.cells[before.methods.index("sharp")][0].delta is not None  # the same cell, unmarked, is drawn

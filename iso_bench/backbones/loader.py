@@ -81,6 +81,8 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
         'mteb'
     """
     model = resolve(model_id, revision, pooling=pooling, layer=layer, hidden_states=hidden_states)
+    if model.folder and (Path(model_id).expanduser() / MANIFEST).exists():  # an exported folder, on every route
+        verify_manifest(Path(model_id).expanduser())
     if model.how == MTEB:
         return MtebBackbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
                             batch_size=batch_size, batching=batching, meta=model.meta)

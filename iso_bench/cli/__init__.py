@@ -43,7 +43,7 @@ from iso_bench.grid.plan import reproduce_command
 from iso_bench.grid.report import print_grid, print_run, print_stopped
 from iso_bench.grid.runner import RunConfig, RunStopped, run
 from iso_bench.grid.tasks import describe_benchmarks
-from iso_bench.kernels import MODE_ENV, MODES, pin_kernels
+from iso_bench.kernels import MODE_ENV, MODES, kernel_mode, pin_kernels
 from iso_bench.kinds.cards import describe_tasks
 from iso_bench.methods.listing import describe_methods
 from iso_bench.mteb_plugin import DEFAULT_MODEL
@@ -291,7 +291,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         fit_budget=args.fit_budget, token_cache_texts=args.token_cache_texts, seeds=args.seeds or (),
         resamples=args.resamples, pooling=args.pooling, layer=args.layer, overwrite=args.overwrite,
         threads=args.threads, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
-        command=reproduce_command(args, args.model[0]), kernels=args.kernels,
+        command=reproduce_command(args, args.model[0]), kernels=kernel_mode(args.kernels),
     )
     check_seeds([args.seed, *(args.seeds or ())], "--seeds" if args.seeds else "--seed")
     results, existed = Path(args.results).expanduser(), Path(args.results).expanduser().exists()

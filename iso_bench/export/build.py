@@ -334,7 +334,7 @@ def fit_record(encoder: Any, task_name: str | None, method: Method, how: dict[st
     fits = (fit or {}).get("fits") or [{}]
     return {"iso_bench_version": __version__, "variant": f"{backbone.model_id}{SEPARATOR}{encoder.spec}",
             "base_model": {"model": backbone.model_id, "revision": backbone.revision,
-                           "extraction": backbone.describe()["extraction"]},
+                           "extraction": encoder.base_record.get("extraction") or backbone.describe()["extraction"]},
             "method": {"spec": encoder.spec, "class": type(method).__name__, "level": encoder.level,
                        "params": method.get_params(), "resolved": fits[-1].get("learned", {})},
             "fit_corpus": {k: v for k, v in (fit or {"fit_corpus": None}).items() if k != "fits"},

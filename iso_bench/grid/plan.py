@@ -23,6 +23,7 @@ from typing import Any
 from iso_bench.backbones.base import EQUAL_LENGTH
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, fit_budget
 from iso_bench.files import DATA_PLACEHOLDER, local_name
+from iso_bench.kernels import NATIVE, kernel_mode
 from iso_bench.methods import canonical_spec as methods_canonical_spec
 from iso_bench.methods import make_method
 from iso_bench.mteb_plugin import (
@@ -233,7 +234,7 @@ def reproduce_command(args: Any, model: str) -> str:
         parts += ["--seeds", *map(str, args.seeds)]
     if args.resamples != 1000:
         parts += ["--resamples", str(args.resamples)]
-    if getattr(args, "kernels", None) == "native":  # other kernels give other bits
+    if kernel_mode(getattr(args, "kernels", None)) == NATIVE:  # other kernels give other bits (flag or environment)
         parts += ["--kernels", "native"]
     return " ".join(map(shell_quote, parts))
 

@@ -83,6 +83,8 @@ def heatmaps(board: Leaderboard) -> list[Heatmap]:
         by: dict[tuple[str, str, str], HeatCell] = {}
         for j in mine:
             for row, cell in j.tested:
+                if cell.mark == "modified":  # edited after its run: no paired test, never drawn as a result
+                    continue
                 by.setdefault((row.variant, j.model, j.unit), HeatCell(cell.delta, cell.significant, cell.unchanged))
         out.append(Heatmap(setting, methods, columns,
                            tuple(tuple(by.get((m, *c), HeatCell()) for c in columns) for m in methods)))
