@@ -141,3 +141,24 @@ def test_pinned_runs_give_the_same_file_on_the_host_and_lowered(tmp_path: Path, 
     differs = native_host != native_low  # on a host with AVX-512 (the v2 board's EPYC) they differ
     record_property("native_lowered_differs", differs)
     print(f"native kernels, {plain} host vs lowered to AVX2: instance files {'differ' if differs else 'identical'}")
+
+
+def test_results_present_of_other_kernels_are_named_once_a_run_makes_vectors() -> None:
+    """A run that computes variants beside results made with other kernels (the published board's, made before
+    classes were recorded, or another class) says so in one line per task; a run that made no vectors, or results
+    of its own class, say nothing."""
+    from types import SimpleNamespace
+
+    from iso_bench.grid.plan import OLDER_KERNELS, RunSummary, compare_kernels
+
+    def result(extraction):
+        return SimpleNamespace(scores={"test": [{"main_score": 0.7, "iso_bench": {"extraction": extraction}}]})
+
+    summary = RunSummary(model="org/m", revision="r", tasks=["STS12"])
+    compare_kernels(summary, "STS12", "org/m+raw", result({"pooling": "mean"}), "cpu-avx2")
+    compare_kernels(summary, "STS12", "org/m+zscore", result({"kernel_class": PUBLISHED_CLASS}), "cpu-avx2")
+    compare_kernels(summary, "STS12", "org/m+center", result({"kernel_class": "cpu-avx2"}), "cpu-avx2")
+    compare_kernels(summary, "STS13", "org/m+raw", result({"pooling": "mean"}), None)  # no vectors made
+    [note] = summary.data_notes()
+    assert note.startswith(f"STS12: 2 result(s) present were computed with other kernels ({PUBLISHED_CLASS}, "
+                           f"{OLDER_KERNELS}) than this run's (cpu-avx2)")

@@ -102,6 +102,8 @@ class RunSummary:
     seconds: float = 0.0
     # per task, the results present whose data this run could not match with what it read: (other, unknown)
     other_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # per task, the results present made with other kernels than this run: {"class": ours, "other": {label: theirs}}
+    other_kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def data_notes(self) -> list[str]:
         """One line per task whose results present were computed from other data than the run read, or whose
@@ -118,6 +120,12 @@ class RunSummary:
                 out.append(f"{task}: {len(unknown)} result(s) present record no digest of their data's content "
                            f"(an older iso-bench, read from the hub), so they could not be compared with this run's "
                            f"{short(read)}; taken as the same repository and revision")
+        for task, seen in sorted(self.other_kernels.items()):
+            theirs = ", ".join(sorted(set(seen["other"].values())))
+            out.append(f"{task}: {len(seen['other'])} result(s) present were computed with other kernels ({theirs}) "
+                       f"than this run's ({seen['class']}); kept as they are, and the variants computed now are "
+                       "compared with them (their numbers may differ by about 1e-4): to keep one kind, run with the "
+                       "--kernels that made them on that kind of CPU, or with another --results folder")
         return out
 
 
@@ -175,6 +183,23 @@ def compare_data(summary: RunSummary, task: str, label: str, existing: Any, read
     if same is not True:
         seen = summary.other_data.setdefault(task, {"read": read, "other": {}, "unknown": {}})
         seen["other" if same is False else "unknown"][label] = record
+
+
+OLDER_KERNELS = "each library's own, not recorded"  # a result written before kernel classes were recorded
+
+
+def compare_kernels(summary: RunSummary, task: str, label: str, existing: Any, klass: str | None) -> None:
+    """Note in ``summary`` a result present (``existing``) whose vectors were made with other kernels than this
+    run's class ``klass`` (None: this run made no vectors, so nothing is mixed)."""
+    if klass is None:
+        return
+    entries = [e for entries in (existing.scores or {}).values() for e in entries]
+    record = next((e["iso_bench"].get("extraction") for e in entries if isinstance(e.get("iso_bench"), dict)), None)
+    if not isinstance(record, dict):
+        return
+    theirs = record.get("kernel_class") or OLDER_KERNELS
+    if theirs != klass:
+        summary.other_kernels.setdefault(task, {"class": klass, "other": {}})["other"][label] = theirs
 
 
 def canonical_spec(spec: str, seed: int = 0) -> str:

@@ -38,6 +38,7 @@ from iso_bench.data.sources import mirror_dir, use_source
 from iso_bench.grid.plan import RunConfig, RunStopped, RunSummary  # noqa: F401 - the runner's public names
 from iso_bench.grid.plan import canonical_spec as _canonical
 from iso_bench.grid.plan import compare_data as _compare_data
+from iso_bench.grid.plan import compare_kernels as _compare_kernels
 from iso_bench.grid.plan import complete as _complete  # noqa: F401 - named here for tests and callers
 from iso_bench.grid.plan import found as _found
 from iso_bench.grid.plan import missing_results as _missing
@@ -380,6 +381,8 @@ def _finish_variant(state: _VariantRun, run: _Prepared, cache: Any, summary: Run
             row[name] = existing.get_score() if existing is not None else None
             if existing is not None:
                 _compare_data(summary, name, state.label, existing, run.sources.get(name))
+                _compare_kernels(summary, name, state.label, existing,
+                                 (run.base_record.get("extraction") or {}).get("kernel_class"))
     summary.scores[state.label] = row
     encoder = state.encoder
     summary.fit_seconds[state.label] = encoder.fit_seconds if encoder else 0.0
