@@ -106,6 +106,8 @@ def kernel_class(device: str = "cpu") -> str:
     import torch  # lazily: torch takes seconds to import
 
     if device.startswith("cuda"):
+        if not torch.cuda.is_available():  # named but not present (a stand-in backbone): no capability to read
+            return "cuda"
         major, minor = torch.cuda.get_device_capability(torch.device(device))
         return f"cuda-sm{major}{minor}"
     if device.startswith("mps"):
