@@ -79,7 +79,9 @@ def test_the_end_of_a_run_prints_the_verdict(folder: Path, capsys) -> None:
     assert "sharp beats raw by +" in out and "no variant beats raw significantly" in out
     assert out.index("verdict (paired bootstrap tests") < out.index("sharp beats raw")
     matrix = out[out.index("fitted on test texts:\n"):]  # the matrix ends the output, after the sentences
-    assert out.index("sharp beats raw") < out.index(matrix) and matrix.rstrip().endswith(NOTE)
+    # the note points up to the sentences, which come before the matrix here
+    assert out.index("sharp beats raw") < out.index(matrix)
+    assert matrix.rstrip().endswith(NOTE.replace("The sentences below", "The sentences above"))
     header, rule, row = matrix.splitlines()[1:4]
     assert header.split() == ["encoder", "MTEB", "STS", "WiC"] and set(rule) == {"-", " "}
     assert re.fullmatch(rf"{BASE} +sharp \+\d+\.\d\d \(1 worse\) +raw", row), row

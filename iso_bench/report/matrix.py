@@ -106,4 +106,5 @@ def matrix_text(matrices: list[Matrix]) -> str:
         rows = [[model, *(c.text for c in cells)] for model, cells in zip(m.models, m.cells, strict=True)]
         out += [f"{m.setting}:", tabulate(rows, headers=["encoder", *m.units], tablefmt="simple",
                                            disable_numparse=True), ""]
-    return "\n".join(out + [NOTE]) if out else ""
+    # in the run's output the sentences come before the matrix, which ends it
+    return "\n".join(out + [NOTE.replace("The sentences below", "The sentences above")]) if out else ""
