@@ -96,38 +96,6 @@ def test_another_models_result_is_not_called_an_older_iso_bench_one(tmp_path: Pa
     assert NOT_ISO_BENCH == "not written by an iso-bench variant (no iso_bench record)"
 
 
-def test_labels_of_crowded_points_do_not_overlap() -> None:
-    """Eight variants within a hair of each other (as raw, clip, center and zscore sit on a plot): every label
-    is drawn where no other label is, and the same points give the same places."""
-    import matplotlib
-    import matplotlib.text
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from iso_bench.report.plots import _place_labels
-
-    texts = [(0.17 + 0.004 * i, 80.0 - 0.05 * i, f"variant-{i}") for i in range(8)] + [(0.9, 60.0, "far")]
-
-    def boxes() -> list:
-        fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
-        ax.scatter([t[0] for t in texts], [t[1] for t in texts])
-        ax.margins(x=0.15, y=0.1)
-        _place_labels(ax, texts)
-        fig.canvas.draw()
-        text_box = matplotlib.text.Text.get_window_extent  # the text alone, not its line back to the point
-        out = sorted((a.get_text(), tuple(text_box(a).extents.round(1))) for a in ax.texts)
-        plt.close(fig)
-        return out
-
-    placed = boxes()
-    assert len(placed) == len(texts)
-    for i, (name_a, a) in enumerate(placed):
-        for name_b, b in placed[i + 1:]:
-            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (name_a, name_b)
-    assert boxes() == placed
-
-
 def test_a_board_without_plots_says_why_and_the_page_captions_only_its_plots(tmp_path: Path) -> None:
     """org/alpha has the isotropy task (a plot), org/beta not (a line saying why); the page's figures each have
     the caption of what they draw, and none describes the isotropy plot beta does not have."""
