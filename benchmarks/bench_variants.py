@@ -32,7 +32,8 @@ times (plain, sentence, tokens; then the reverse):
     encode vs sentence-transformers, with token vectors: X'
     variants vs sentence-transformers: Y                     (the cold run with every method / plain encode)
 
-``--tiny-model`` runs a 1-layer, 64-d BERT with all-MiniLM-L6-v2's tokenizer (random weights, seeded), saved as a
+``--tiny-model`` runs a 1-layer, 64-d BERT (``--tiny-dim 384``: as wide as all-MiniLM-L6-v2, so that the
+work on vectors of its size; a method the width does not allow is left out and named) with all-MiniLM-L6-v2's tokenizer (random weights, seeded), saved as a
 sentence-transformers folder (mean pooling, Normalize): a model whose forward costs next to nothing, so what is
 left is iso-bench's own work. The same ratios in this process's CPU time are printed too: on a machine shared with
 other jobs they move less than wall time (on the CPU; on a GPU wall time is what counts). ``--threads 1`` also
@@ -64,7 +65,7 @@ from typing import Any
 
 started = time.perf_counter()
 # imports are paid once, before run 1, and timed apart: among them those a run makes lazily (sentence-transformers
-# alone takes ~5 s), which would otherwise weigh on run 1 only
+# alone takes ~5 s), which would otherwise weigh on run 1 only; iso_bench first, so that numpy's OpenBLAS is pinned
 import mteb  # noqa: E402,F401
 import mteb.evaluate  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
@@ -72,6 +73,7 @@ import sentence_transformers  # noqa: E402,F401
 import sklearn.metrics  # noqa: E402,F401
 import torch  # noqa: E402,F401
 
+import iso_bench  # noqa: E402,F401
 from iso_bench.grid.runner import RunConfig, RunSummary, run  # noqa: E402
 from iso_bench.mteb_plugin import DEFAULT_MODEL  # noqa: E402
 from iso_bench.results.benchmark import DEFAULT_METHODS  # noqa: E402
@@ -184,21 +186,21 @@ def instrument(phases: Phases) -> None:
     phases.wrap(iso_bench.mteb_plugin, "write_result", "result writing")
 
 
-def tiny_model(folder: Path) -> str:
-    """A 1-layer, 64-d BERT with all-MiniLM-L6-v2's tokenizer (seeded random weights), saved as a
+def tiny_model(folder: Path, dim: int = 64) -> str:
+    """A 1-layer, ``dim``-d BERT with all-MiniLM-L6-v2's tokenizer (seeded random weights), saved as a
     sentence-transformers folder (Transformer, mean Pooling, Normalize) in ``folder``."""
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     tokenizer = AutoTokenizer.from_pretrained(DEFAULT_MODEL)
     torch.manual_seed(0)
-    bert = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=64, num_hidden_layers=1,
-                                num_attention_heads=2, intermediate_size=128, max_position_embeddings=512))
+    bert = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=dim, num_hidden_layers=1,
+                                num_attention_heads=2, intermediate_size=2 * dim, max_position_embeddings=512))
     hf = folder / "hf"
     bert.save_pretrained(hf)
     tokenizer.save_pretrained(hf)
     transformer = models.Transformer(str(hf), max_seq_length=256)
-    st = SentenceTransformer(modules=[transformer, models.Pooling(64, pooling_mode="mean"), models.Normalize()],
+    st = SentenceTransformer(modules=[transformer, models.Pooling(dim, pooling_mode="mean"), models.Normalize()],
                              device="cpu")
     st.save(str(folder / "tiny-bert"))
     return str(folder / "tiny-bert")
@@ -271,6 +273,9 @@ def main() -> None:
                         help="pairs of cold runs, alternated raw, all, all, raw, ... (default: 1)")
     parser.add_argument("--tiny-model", action="store_true",
                         help="a 1-layer, 64-d BERT with all-MiniLM-L6-v2's tokenizer instead of --model")
+    parser.add_argument("--tiny-dim", type=int, default=64,
+                        help="the tiny model's width (default: 64; 384, all-MiniLM-L6-v2's, gives the methods "
+                             "the work they do for it, e.g. whiten-256 runs)")
     parser.add_argument("--encode-only", action="store_true", help="the encode lines alone, no runs")
     args = parser.parse_args()
     if args.repeats < 1:
@@ -286,7 +291,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="iso-bench-bench-") as tmp:
         root = Path(tmp)
         if args.tiny_model:
-            args.model = tiny_model(root)
+            args.model = tiny_model(root, args.tiny_dim)
         texts = distinct_texts(args.tasks, args.data_dir)
         floor = encode_floor(args.model, texts, args.batch_size, args.device, args.repeats, root)
         plain = sum(floor["plain"])
@@ -301,6 +306,19 @@ def main() -> None:
               f"vectors: {sum(floor['cpu tokens']) / cpu:.2f}", flush=True)
         if args.encode_only:
             return
+
+        if args.tiny_model:  # a method that needs more dimensions than the tiny model has is left out, and said
+            from iso_bench.checks import check_methods
+            from iso_bench.methods.base import MethodError
+
+            kept = []
+            for spec in methods:
+                try:
+                    check_methods([spec], {"sentence": args.tiny_dim, "token": args.tiny_dim}, args.model)
+                    kept.append(spec)
+                except MethodError as exc:
+                    print(f"left out: {exc}")
+            methods = kept
 
         def config(name: str, specs: list[str]) -> RunConfig:
             return RunConfig(model=args.model, methods=specs, tasks=args.tasks, data_dir=args.data_dir,
