@@ -32,14 +32,14 @@ times (plain, sentence, tokens; then the reverse):
     encode vs sentence-transformers, with token vectors: X'
     variants vs sentence-transformers: Y                     (the cold run with every method / plain encode)
 
-``--tiny-model`` runs a 1-layer, 64-d BERT (``--tiny-dim 384``: as wide as all-MiniLM-L6-v2, so that the
-work on vectors of its size; a method the width does not allow is left out and named) with all-MiniLM-L6-v2's tokenizer (random weights, seeded), saved as a
-sentence-transformers folder (mean pooling, Normalize): a model whose forward costs next to nothing, so what is
-left is iso-bench's own work. The same ratios in this process's CPU time are printed too: on a machine shared with
-other jobs they move less than wall time (on the CPU; on a GPU wall time is what counts). ``--threads 1`` also
-keeps the tokenizer on one thread (``TOKENIZERS_PARALLELISM=false`` unless set): a tokenizer call over a whole
-request otherwise waits on a second core that other jobs keep busy. ``--encode-only`` measures the encode lines
-alone (no runs).
+``--tiny-model`` runs a 1-layer, 64-d BERT with all-MiniLM-L6-v2's tokenizer (random weights, seeded), saved as a
+sentence-transformers folder (mean pooling, Normalize): a model whose forward costs next to nothing, so what is left
+is iso-bench's own work. ``--tiny-dim 384`` makes it as wide as all-MiniLM-L6-v2, so that the methods work on
+vectors of its size; a method the width does not allow is left out and named. The same ratios in this process's CPU
+time are printed too: on a machine shared with other jobs they move less than wall time (on the CPU; on a GPU wall
+time is what counts). ``--threads 1`` also keeps the tokenizer on one thread (``TOKENIZERS_PARALLELISM=false``
+unless set): a tokenizer call over a whole request otherwise waits on a second core that other jobs keep busy.
+``--encode-only`` measures the encode lines alone (no runs).
 
 The overhead's numerator and denominator come from the same runs, so the machine's load moves them together;
 model and dataset loading are left out of both runs' seconds (they do not depend on the methods).
