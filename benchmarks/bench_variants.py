@@ -66,6 +66,9 @@ from typing import Any
 started = time.perf_counter()
 # imports are paid once, before run 1, and timed apart: among them those a run makes lazily (sentence-transformers
 # alone takes ~5 s), which would otherwise weigh on run 1 only; iso_bench first, so that numpy's OpenBLAS is pinned
+import iso_bench  # noqa: E402,F401
+
+# isort: split
 import mteb  # noqa: E402,F401
 import mteb.evaluate  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
@@ -73,7 +76,6 @@ import sentence_transformers  # noqa: E402,F401
 import sklearn.metrics  # noqa: E402,F401
 import torch  # noqa: E402,F401
 
-import iso_bench  # noqa: E402,F401
 from iso_bench.grid.runner import RunConfig, RunSummary, run  # noqa: E402
 from iso_bench.mteb_plugin import DEFAULT_MODEL  # noqa: E402
 from iso_bench.results.benchmark import DEFAULT_METHODS  # noqa: E402
@@ -278,6 +280,8 @@ def main() -> None:
                              "the work they do for it, e.g. whiten-256 runs)")
     parser.add_argument("--encode-only", action="store_true", help="the encode lines alone, no runs")
     args = parser.parse_args()
+    if args.tiny_dim != 64 and not args.tiny_model:
+        parser.error("--tiny-dim: sets the width of --tiny-model's model; add --tiny-model")
     if args.repeats < 1:
         parser.error(f"--repeats: need at least 1 pair of cold runs, got {args.repeats}")
     methods = list(dict.fromkeys(["raw", *args.methods]))
