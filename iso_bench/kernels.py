@@ -14,8 +14,8 @@ own choice, faster on some CPUs). A process started by iso-bench (a local Dask w
 A level the environment lowers ATen to (``ATEN_CPU_CAPABILITY=default``, what a CPU without AVX2 gets) is kept
 and named: its vectors are of another class. :func:`kernel_class` names the class (``cpu-avx2``, ``cuda-sm90``,
 ``cpu-native-avx512-amd-25-17``): the raw-vector cache keeps each class in a namespace of its own and the fit
-cache keys fits by it. :data:`PUBLISHED_CLASS`, whose vectors the published v2 board and the caches written
-before classes were named hold, keeps the namespace without a suffix.
+cache keys fits by it. :data:`FIRST_CLASS`, the class the v2 board was first made in, whose vectors the caches
+written before classes were named hold, keeps the namespace without a suffix.
 
 Example (library use: import iso_bench before torch computes anything)::
 
@@ -47,9 +47,9 @@ PINS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE
 ``MKL_CBWR=AVX2`` as its automatic branch in reproducible mode)."""
 KEPT_LOWER = {"ATEN_CPU_CAPABILITY": "default"}
 """A level below the pin that the environment may name and that is kept (its vectors are of their own class)."""
-PUBLISHED_CLASS = "cpu-native-avx512-amd-25-17"
-PUBLISHED_OPENBLAS = "SkylakeX"  # the kernels numpy's OpenBLAS runs there, where fits of the published board ran
-"""The class of the published v2 board's vectors (each library's own kernels on a 2-core AMD EPYC, family 25
+FIRST_CLASS = "cpu-native-avx512-amd-25-17"
+FIRST_OPENBLAS = "SkylakeX"  # the kernels numpy's OpenBLAS runs there, where the v2 board's fits first ran
+"""The class the v2 board was first made in (each library's own kernels on a 2-core AMD EPYC, family 25
 model 17, with AVX-512): its raw-vector cache namespaces are those written before classes were named."""
 _MKL_CBWR = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
              10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
@@ -121,16 +121,16 @@ def kernel_class(device: str = "cpu") -> str:
 
 
 def namespace_suffix(klass: str) -> str:
-    """What a raw-vector namespace's folder name carries for ``klass``: nothing for :data:`PUBLISHED_CLASS`."""
-    return "" if klass == PUBLISHED_CLASS else f"-{klass}"
+    """What a raw-vector namespace's folder name carries for ``klass``: nothing for :data:`FIRST_CLASS`."""
+    return "" if klass == FIRST_CLASS else f"-{klass}"
 
 
 def fit_kernels() -> str | None:
     """The kernels fits run on, for the fit cache's key: the CPU's class and the kernels numpy's OpenBLAS runs
-    (chosen when numpy was loaded, which may be before iso-bench pinned them); None for :data:`PUBLISHED_CLASS`
+    (chosen when numpy was loaded, which may be before iso-bench pinned them); None for :data:`FIRST_CLASS`
     with OpenBLAS's own ``SkylakeX`` kernels, the keys written before classes were named."""
     klass, blas = kernel_class("cpu"), openblas_coretype()
-    if klass == PUBLISHED_CLASS and blas == PUBLISHED_OPENBLAS:
+    if klass == FIRST_CLASS and blas == FIRST_OPENBLAS:
         return None
     return f"{klass}+openblas-{str(blas).lower()}"
 

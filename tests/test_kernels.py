@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from iso_bench import kernels
-from iso_bench.kernels import PINS, PUBLISHED_CLASS, KernelError, kernel_mode, namespace_suffix, pin_kernels
+from iso_bench.kernels import FIRST_CLASS, PINS, KernelError, kernel_mode, namespace_suffix, pin_kernels
 from iso_bench.vectors.fit_cache import fit_key, key_name
 from tests.conftest import MINILM, small_mirror
 
@@ -49,8 +49,8 @@ def test_pinning_sets_each_library_and_native_gives_back_what_it_replaced(monkey
         pin_kernels(mode)
 
 
-def test_the_published_class_keeps_the_namespace_and_the_fit_key_without_a_class() -> None:
-    assert namespace_suffix(PUBLISHED_CLASS) == "" and namespace_suffix("cpu-avx2") == "-cpu-avx2"
+def test_the_first_class_keeps_the_namespace_and_the_fit_key_without_a_class() -> None:
+    assert namespace_suffix(FIRST_CLASS) == "" and namespace_suffix("cpu-avx2") == "-cpu-avx2"
     from iso_bench.vectors.fit_cache import FORMAT
 
     before = {"format": FORMAT, "namespace": "m/r/e", "corpus": {}, "groups": [], "method": "Raw", "params": {},
@@ -71,8 +71,8 @@ def test_fits_are_keyed_by_the_openblas_kernels_they_ran_on(monkeypatch: pytest.
     assert kernels.fit_kernels() == "cpu-avx2+openblas-haswell"
     monkeypatch.setattr(kernels, "openblas_coretype", lambda: "SkylakeX")
     assert kernels.fit_kernels() == "cpu-avx2+openblas-skylakex"
-    monkeypatch.setattr(kernels, "kernel_class", lambda device: PUBLISHED_CLASS)
-    assert kernels.fit_kernels() is None  # the keys the published board's fits were stored under
+    monkeypatch.setattr(kernels, "kernel_class", lambda device: FIRST_CLASS)
+    assert kernels.fit_kernels() is None  # the keys the v2 board's first fits were stored under
 
 
 def test_a_store_of_one_class_never_serves_another(tiny_backbone, tmp_path: Path,
@@ -90,9 +90,9 @@ def test_a_store_of_one_class_never_serves_another(tiny_backbone, tmp_path: Path
     assert gpu.folder.name == first.folder.name.removesuffix(namespace_suffix(first.kernel_class)) + "-cuda-sm90"
     assert gpu.stats == {"computed": 3, "reused": 0}  # encoded again, not read from the other class
     assert json.loads((gpu.folder / "meta.json").read_text())["kernel_class"] == "cuda-sm90"
-    monkeypatch.setattr(store_module, "kernel_class", lambda device: PUBLISHED_CLASS)
-    published = EmbeddingStore(tiny_backbone, tmp_path, progress=False)
-    assert published.folder.name == tiny_backbone.extraction.key()  # the folder of the caches written before
+    monkeypatch.setattr(store_module, "kernel_class", lambda device: FIRST_CLASS)
+    unsuffixed = EmbeddingStore(tiny_backbone, tmp_path, progress=False)
+    assert unsuffixed.folder.name == tiny_backbone.extraction.key()  # the folder of the caches written before
 
 
 def _run(root: Path, mirror: Path, name: str, mode: str, lowered: bool) -> tuple[bytes, dict, set[str]]:
@@ -144,8 +144,8 @@ def test_pinned_runs_give_the_same_file_on_the_host_and_lowered(tmp_path: Path, 
 
 
 def test_results_present_of_other_kernels_are_named_once_a_run_makes_vectors() -> None:
-    """A run that computes variants beside results made with other kernels (the published board's, made before
-    classes were recorded, or another class) says so in one line per task; a run that made no vectors, or results
+    """A run that computes variants beside results made with other kernels (the v2 board's first results, made
+    before classes were recorded, or another class) says so in one line per task; a run that made no vectors, or results
     of its own class, say nothing."""
     from types import SimpleNamespace
 
@@ -156,9 +156,9 @@ def test_results_present_of_other_kernels_are_named_once_a_run_makes_vectors() -
 
     summary = RunSummary(model="org/m", revision="r", tasks=["STS12"])
     compare_kernels(summary, "STS12", "org/m+raw", result({"pooling": "mean"}), "cpu-avx2")
-    compare_kernels(summary, "STS12", "org/m+zscore", result({"kernel_class": PUBLISHED_CLASS}), "cpu-avx2")
+    compare_kernels(summary, "STS12", "org/m+zscore", result({"kernel_class": FIRST_CLASS}), "cpu-avx2")
     compare_kernels(summary, "STS12", "org/m+center", result({"kernel_class": "cpu-avx2"}), "cpu-avx2")
     compare_kernels(summary, "STS13", "org/m+raw", result({"pooling": "mean"}), None)  # no vectors made
     [note] = summary.data_notes()
-    assert note.startswith(f"STS12: 2 result(s) present were computed with other kernels ({PUBLISHED_CLASS}, "
+    assert note.startswith(f"STS12: 2 result(s) present were computed with other kernels ({FIRST_CLASS}, "
                            f"{OLDER_KERNELS}) than this run's (cpu-avx2)")
