@@ -48,9 +48,10 @@ PINS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE
 KEPT_LOWER = {"ATEN_CPU_CAPABILITY": "default"}
 """A level below the pin that the environment may name and that is kept (its vectors are of their own class)."""
 FIRST_CLASS = "cpu-native-avx512-amd-25-17"
-FIRST_OPENBLAS = "SkylakeX"  # the kernels numpy's OpenBLAS runs there, where the v2 board's fits first ran
 """The class the v2 board was first made in (each library's own kernels on a 2-core AMD EPYC, family 25
 model 17, with AVX-512): its raw-vector cache namespaces are those written before classes were named."""
+FIRST_OPENBLAS = "SkylakeX"
+"""The kernels numpy's OpenBLAS runs on that CPU, where the v2 board's fits first ran."""
 _MKL_CBWR = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
              10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
 _previous: dict[str, tuple[str | None, str]] = {}  # name: (what pin_kernels replaced, what it set)

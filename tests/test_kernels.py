@@ -145,8 +145,8 @@ def test_pinned_runs_give_the_same_file_on_the_host_and_lowered(tmp_path: Path, 
 
 def test_results_present_of_other_kernels_are_named_once_a_run_makes_vectors() -> None:
     """A run that computes variants beside results made with other kernels (the v2 board's first results, made
-    before classes were recorded, or another class) says so in one line per task; a run that made no vectors, or results
-    of its own class, say nothing."""
+    before classes were recorded, or another class) says so in one line per task; a run that made no vectors, or
+    results of its own class, say nothing."""
     from types import SimpleNamespace
 
     from iso_bench.grid.plan import OLDER_KERNELS, RunSummary, compare_kernels

@@ -22,9 +22,10 @@ taking the lock a store first looks the chunk up again in the index, which other
 write, so that a text is encoded once however many runs ask for it (see :meth:`EmbeddingStore._encode_lock`).
 
 Vectors of another kernel class (:func:`iso_bench.kernels.kernel_class`: ``cpu-avx2``, ``cuda-sm90``) are other
-bits: each class has its namespace (the folder name ends in ``-<class>``, except for the class of the published
-board's vectors, whose folders are those written before classes were named), so a store never serves vectors
-of one class to a run of another, and a cluster of unlike nodes never combines them: each encodes its own.
+bits: each class has its namespace (the folder name ends in ``-<class>``, except for
+:data:`iso_bench.kernels.FIRST_CLASS`, whose folders are those written before classes were named), so a store never
+serves vectors of one class to a run of another, and a cluster of unlike nodes never combines them: each encodes
+its own.
 
 Example:
     >>> store = EmbeddingStore(backbone, cache_dir="~/.cache/iso_bench")   # doctest: +SKIP
