@@ -5,7 +5,9 @@ outputs). Importing this module loads neither torch nor mteb."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import json
 import math
 from collections.abc import Mapping
@@ -81,11 +83,44 @@ def extraction_of(model: Any, st: Any, meta: Any, batching: str) -> MtebExtracti
         pooling, normalize, tokens = None, False, None
         max_length = int(meta.max_tokens) if meta.max_tokens else None
     finite = isinstance(max_length, int) or (isinstance(max_length, float) and math.isfinite(max_length))
-    blob = json.dumps({"implementation": implementation, "settings": settings, "modules": modules, "default_prompt":
-                       getattr(st, "default_prompt_name", None)}, sort_keys=True, default=str)
+    digest = settings_digest(implementation, settings, modules, getattr(st, "default_prompt_name", None))
     return MtebExtraction(implementation, prompts, str(pooling) if pooling else None, normalize,
-                          int(max_length) if max_length and finite else None, tokens,
-                          hashlib.sha256(blob.encode()).hexdigest(), batching, modules)
+                          int(max_length) if max_length and finite else None, tokens, digest, batching, modules)
+
+
+def settings_digest(implementation: str, settings: Mapping[str, Any], modules: tuple[str, ...] = (),
+                    default_prompt: str | None = None) -> str:
+    """The sha256 of what a model's loader settings are: the same in every process. A setting that JSON cannot
+    hold is written as :func:`stable_name` writes it (a function by its module and qualified name, never by its
+    address), so a loader argument such as gte-Qwen2's ``instruction_template`` keeps one identity; settings
+    without a function digest as they always have."""
+    blob = json.dumps({"implementation": implementation, "settings": dict(settings), "modules": modules,
+                       "default_prompt": default_prompt}, sort_keys=True, default=stable_name)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def stable_name(value: Any) -> str:
+    """A value as an identity records it: a class as ``str()`` writes it (no address in it), a function or other
+    callable by ``module.qualname``, a nested function or lambda (whose qualified name is not unique) by the
+    sha256 of its source, a ``functools.partial`` by its function and arguments, anything else by ``str()``.
+
+    >>> stable_name(json.dumps), stable_name(int)
+    ('json.dumps', "<class 'int'>")
+    """
+    if isinstance(value, type) or not callable(value):
+        return str(value)
+    if isinstance(value, functools.partial):
+        args = json.dumps([list(value.args), value.keywords], sort_keys=True, default=stable_name)
+        return f"partial({stable_name(value.func)}, {args})"
+    module = getattr(value, "__module__", None) or type(value).__module__
+    qualname = getattr(value, "__qualname__", None) or type(value).__qualname__
+    if "<" not in qualname:
+        return f"{module}.{qualname}"
+    try:
+        source = inspect.getsource(value)
+    except (OSError, TypeError):  # no source to read (built in C, typed at a prompt): its name is all there is
+        return f"{module}.{qualname}"
+    return f"{module}.{qualname}:sha256={hashlib.sha256(source.encode()).hexdigest()[:16]}"
 
 
 def module_name(module: Any) -> str:
