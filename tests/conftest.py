@@ -168,3 +168,30 @@ def keyword_variant():
 def vector_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One raw-vector cache for the whole test session, so that each text is encoded once."""
     return tmp_path_factory.mktemp("vector-cache")
+
+
+@pytest.fixture(scope="session")
+def llm_standin_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Hugging Face cache holding random-weight stand-ins of Qwen3-Embedding-0.6B (bfloat16), gte-Qwen2-1.5B-instruct
+    (96-d) and e5-mistral-7b-instruct (Llama-style tokenizer) under their real ids at mteb's pinned revisions, their
+    tokenizers trained here (``benchmarks/llm_standins.py``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("llm_standins", Path(__file__).resolve().parents[1] / "benchmarks"
+                                                  / "llm_standins.py")
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)  # type: ignore[union-attr]
+    cache = tmp_path_factory.mktemp("standin-hub")
+    maker.lay_standins(cache)
+    return cache
+
+
+@pytest.fixture
+def standin_hub(llm_standin_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """:func:`llm_standin_cache` as the Hugging Face cache for one test (huggingface_hub's constant, read at each
+    load by transformers and sentence-transformers; ``HF_HUB_CACHE`` for subprocesses)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(llm_standin_cache))
+    monkeypatch.setenv("HF_HUB_CACHE", str(llm_standin_cache))
+    return llm_standin_cache
