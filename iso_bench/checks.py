@@ -2,10 +2,10 @@
 against the encoder's output dimension. Each failure is an :class:`InputError` that names the input and
 says what to do, raised before a model is loaded or a text encoded.
 
-The output dimension comes from what describes the model without loading it: mteb's ``ModelMeta``
-(``embed_dim``) for a model mteb knows, else the model's ``config.json`` (``hidden_size``, or the
-sentence-transformers ``Dense`` layer's output). Where neither can be read the check is left to the fit,
-which refuses the same specs with the same messages.
+The output dimension is what :func:`iso_bench.backbones.loader.resolve` says the model is without loading it: its
+files (``config.json``, the sentence-transformers Pooling and Dense configs), mteb's ``embed_dim`` only where
+they are not at hand. Where neither can be read the check is left to the fit, which refuses the same specs with
+the same messages.
 
 Example:
     >>> check_results_dir("/tmp/iso-bench-results")                      # doctest: +SKIP
@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from iso_bench.backbones.base import read_model_json
 from iso_bench.methods import MethodError, make_method
 from iso_bench.registry import IsoBenchError
 
@@ -156,62 +155,26 @@ def _blas_controller() -> Any:
 # ---- method specs against the encoder's dimension -------------------------------------------------------
 def output_dims(model: str, revision: str | None = None, *, trust_remote_code: bool = False,
                 pooling: str | None = None, layer: int | None = None) -> dict[str, int]:
-    """``{"sentence": d, "token": d}`` as far as they can be read without loading the model ({} when not).
-
-    The sentence dimension is mteb's ``embed_dim`` when mteb runs the model (no ``pooling``/``layer``
-    override), else the hidden size that iso-bench's pooling gives; token vectors have the hidden size.
-    """
-    dims: dict[str, int] = {}
-    hidden = _hidden_size(model, revision, trust_remote_code)
-    if hidden is not None:
-        dims = {"sentence": hidden, "token": hidden}
-    if pooling is None and layer is None and not Path(model).is_dir():
-        from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
-
-        meta = MODEL_REGISTRY.get(model)
-        if meta is not None and isinstance(meta.embed_dim, int):
-            dims["sentence"] = meta.embed_dim
-    return dims
-
-
-def _hidden_size(model: str, revision: str | None, trust_remote_code: bool) -> int | None:
-    try:
-        from transformers import AutoConfig  # lazily: transformers loads torch
-
-        config = AutoConfig.from_pretrained(model, revision=revision, trust_remote_code=trust_remote_code)
-    except Exception as exc:  # noqa: BLE001 - not readable here: the fit checks the same specs later
-        static = read_model_json(model, "config.json", revision)  # a model2vec model: transformers has no class
-        if isinstance(static, dict) and static.get("model_type") == "model2vec" and isinstance(
-                static.get("hidden_dim"), int):
-            return static["hidden_dim"]
-        logger.debug("no config for %s (%s): method specs are checked at fit time", model, exc)
-        return None
-    for attr in ("hidden_size", "d_model", "n_embd", "dim"):
-        value = getattr(config, attr, None)
-        if isinstance(value, int):
-            return value
-    return None
+    """``{"sentence": d, "token": d}`` as far as they are known without loading the model ({} when not): what
+    :func:`iso_bench.backbones.loader.resolve` reads from the model's files (mteb's metadata where they are not
+    at hand)."""
+    return describe_model(model, revision, pooling=pooling, layer=layer).dims()
 
 
 def token_vectors_unavailable(model: str, revision: str | None = None, *, pooling: str | None = None,
                               layer: int | None = None) -> str | None:
-    """Why ``model`` yields no token vectors, where that is known without loading it (None: it yields them,
-    or it cannot be told). Only a model that mteb runs by an ``encode`` of its own (not mteb's plain
-    sentence-transformers wrapper: a model behind an API, a custom implementation) gives sentence vectors only."""
-    if pooling is not None or layer is not None or Path(model).is_dir():
-        return None  # iso-bench's own backbone, or a folder run through its own pipeline: hidden states
-    from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
-    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper as Plain  # lazily: mteb
+    """Why ``model`` yields no token vectors, where that is known without loading it (None: it yields them, or
+    it is known only once loaded), as :func:`iso_bench.backbones.loader.resolve` decides it."""
+    return describe_model(model, revision, pooling=pooling, layer=layer).no_tokens
 
-    meta = MODEL_REGISTRY.get(model)
-    loader = getattr(meta, "loader", None)
-    loader = getattr(loader, "func", loader)  # a functools.partial
-    if meta is None or loader is None or "+" in (meta.name or ""):
-        return None
-    if isinstance(loader, type) and issubclass(loader, Plain) and loader.encode is Plain.encode:
-        return None
-    name = getattr(loader, "__qualname__", type(loader).__name__)
-    return f"mteb runs {model} by {name}, which gives sentence vectors only"
+
+def describe_model(model: str, revision: str | None = None, *, pooling: str | None = None,
+                   layer: int | None = None) -> Any:
+    """:func:`iso_bench.backbones.loader.resolve` of ``model``: its width, pooling, precision and token vectors as
+    known before loading, decided there once."""
+    from iso_bench.backbones.loader import resolve  # lazily: the command line's help and list stay light
+
+    return resolve(model, revision, pooling=pooling, layer=layer)
 
 
 def check_methods(specs: Sequence[str], dims: dict[str, int], model: str, *,

@@ -26,7 +26,7 @@ from typing import Any
 
 from iso_bench.backbones.base import model_label
 from iso_bench.backbones.loader import load_backbone
-from iso_bench.checks import check_methods, output_dims, token_vectors_unavailable
+from iso_bench.checks import check_methods, describe_model
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, read_text_file
 from iso_bench.data.fit_corpus import fit_budget as default_budget
 from iso_bench.data.provider import CorpusProvider
@@ -130,9 +130,8 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
     """mteb loader: build the backbone, its raw-vector cache and the variant encoder. The variant's fit
     corpus provider loads the task being evaluated itself (from ``data_dir`` when it holds the data)."""
     from iso_bench.encoder import VariantEncoder, base_record  # lazily: the encoder imports mteb
-    dims = output_dims(base_model, revision, pooling=pooling, layer=layer)
-    no_tokens = token_vectors_unavailable(base_model, revision, pooling=pooling, layer=layer)
-    [(_, level)] = check_methods([method], dims, base_model, no_tokens=no_tokens)  # before the model loads
+    model = describe_model(base_model, revision, pooling=pooling, layer=layer)  # what it is, read once
+    [(_, level)] = check_methods([method], model.dims(), base_model, no_tokens=model.no_tokens)  # before loading
     backbone = load_backbone(base_model, revision, device=device, pooling=pooling, layer=layer, batch_size=batch_size)
     kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
     store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size)
@@ -163,7 +162,7 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
             "open_weights", "public_training_code", "public_training_data", "training_datasets",
             "reference", "citation", "similarity_fn_name")}
         revision = revision or base.revision
-        if embed_dim is None and isinstance(base.embed_dim, int):
+        if embed_dim is None and isinstance(base.embed_dim, int):  # a run passes the model's true width
             embed_dim = base.embed_dim
     if embed_dim is not None:
         embed_dim = method.output_dim(embed_dim)

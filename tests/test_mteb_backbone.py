@@ -131,9 +131,10 @@ def test_a_model_without_hidden_states_gives_sentence_vectors_only(registered) -
     from mteb.types import PromptType
 
     backbone = load_backbone(FIXED)
-    before = len(FixedEncoder.calls)
     assert isinstance(backbone, MtebBackbone) and backbone.kinds == ("sentence",)
-    assert backbone.describe()["vectors"] == "mteb" and backbone.dim == 8
+    assert backbone.describe()["vectors"] == "mteb" and backbone.dim == 8  # measured on one text, not declared
+    assert FixedEncoder.calls[-1] == ("iso-bench/no-task", None, ["dimension"])
+    before = len(FixedEncoder.calls)
     # a store that also wants tokens still serves sentences: tokens are computed only when asked for
     store = EmbeddingStore(backbone, None, kinds=("sentence", "tokens"), progress=False)
     sts = mteb.get_task("STSBenchmark").metadata

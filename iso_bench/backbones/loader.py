@@ -16,6 +16,7 @@ from typing import Any
 
 from iso_bench.backbones.base import EQUAL_LENGTH, BackboneError, model_label, read_model_json
 from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction
+from iso_bench.backbones.model_files import read_files
 from iso_bench.backbones.mteb_backbone import MtebBackbone, mteb_meta
 from iso_bench.files import MANIFEST, folder_revision, verify_manifest
 
@@ -29,7 +30,15 @@ every layer, or a model that is neither)."""
 class Resolved:
     """What a model is, read once: ``how`` it is run (:data:`MTEB`, :data:`PIPELINE`, :data:`HF`), whether it is a
     local ``folder``, the ``revision`` it is loaded at (mteb's pinned one for a model mteb lists), mteb's
-    ``meta`` (for :data:`MTEB`) and its sentence-transformers ``modules`` (``modules.json``; None without)."""
+    ``meta`` (for :data:`MTEB`) and its sentence-transformers ``modules`` (``modules.json``; None without).
+
+    And what its vectors will be, as far as known before loading: ``width`` (the sentence vectors' dimension) and
+    ``token_width`` (the token vectors'), from the model's files (:mod:`iso_bench.backbones.model_files`) where
+    they are at hand, else mteb's metadata (``width_from`` says which); ``declared``, mteb's ``embed_dim``;
+    ``pooling``; ``dtype``, the precision its loader asks for or its ``config.json`` holds (None: float32 or
+    not said); ``no_tokens``, why it gives no token vectors where that is known from mteb's loader class (None:
+    it gives them, or it is known only from the loaded object: a loader function). After loading, the backbone
+    measures the width and records the dtype (``describe()``)."""
 
     model_id: str
     how: str
@@ -37,6 +46,24 @@ class Resolved:
     revision: str | None
     meta: Any = None
     modules: Any = None
+    width: int | None = None
+    token_width: int | None = None
+    width_from: str | None = None
+    declared: int | None = None
+    pooling: str | None = None
+    dtype: str | None = None
+    no_tokens: str | None = None
+
+    def dims(self) -> dict[str, int]:
+        """``{"sentence": d, "token": d}``, as far as known ({} when neither is)."""
+        return {k: v for k, v in (("sentence", self.width), ("token", self.token_width)) if v is not None}
+
+    def disagreement(self) -> str | None:
+        """One line naming mteb's metadata where it declares another width than the model's files give."""
+        if self.width_from != "files" or self.declared is None or self.declared == self.width:
+            return None
+        return (f"note: mteb's metadata of {self.model_id} declares embed_dim={self.declared}; its files give "
+                f"{self.width}-d sentence vectors, which iso-bench uses")
 
 
 def resolve(model_id: str, revision: str | None = None, *, pooling: str | None = None, layer: int | None = None,
@@ -47,17 +74,55 @@ def resolve(model_id: str, revision: str | None = None, *, pooling: str | None =
     if not own:
         meta = mteb_meta(model_id, revision)
         if meta is not None:
-            return Resolved(model_id, MTEB, folder, revision, meta)
+            return _described(Resolved(model_id, MTEB, folder, revision, meta))
     modules = read_model_json(model_id, "modules.json", revision)
     modules = modules if isinstance(modules, list) and modules else None
     if not own and modules is not None:
-        return Resolved(model_id, PIPELINE, folder, revision, modules=modules)
+        return _described(Resolved(model_id, PIPELINE, folder, revision, modules=modules))
     if revision is None and not folder:
         from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
 
         base = MODEL_REGISTRY.get(model_id)
         revision = base.revision if base is not None else None
-    return Resolved(model_id, HF, folder, revision, modules=modules)
+    return _described(Resolved(model_id, HF, folder, revision, modules=modules))
+
+
+def _described(model: Resolved) -> Resolved:
+    """``model`` with its width, pooling, precision and token vectors filled in from its files (and mteb's
+    metadata where they are not at hand)."""
+    meta, kwargs = model.meta, dict(getattr(model.meta, "loader_kwargs", None) or {})
+    revision = model.revision or getattr(meta, "revision", None)
+    modules = model.modules
+    if model.how == MTEB:
+        modules = read_model_json(model.model_id, "modules.json", revision)
+        modules = modules if isinstance(modules, list) and modules else None
+    truncate = kwargs.get("embed_dim", kwargs.get("truncate_dim")) if model.how == MTEB else None
+    files = read_files(model.model_id, revision, modules if model.how != HF else None, truncate)
+    declared = meta.embed_dim if meta is not None and isinstance(meta.embed_dim, int) else None
+    width, width_from = (files.width, "files") if files.width is not None else (declared, "metadata")
+    if width is None:
+        width_from = None
+    asked = (kwargs.get("model_kwargs") or {}).get("dtype", kwargs.get("dtype")) if model.how == MTEB else None
+    dtype = str(getattr(asked, "value", asked)).removeprefix("torch.") if asked is not None else files.dtype
+    return replace(model, width=width, token_width=files.hidden, width_from=width_from, declared=declared,
+                   pooling=files.pooling, dtype=None if dtype in ("float32", "auto") else dtype,
+                   no_tokens=_no_tokens(model) if model.how == MTEB else None)
+
+
+def _no_tokens(model: Resolved) -> str | None:
+    """Why mteb's implementation gives sentence vectors only, where its loader is a class that says so: not mteb's
+    plain sentence-transformers wrapper nor its instruction wrapper (or a subclass that keeps their ``encode``).
+    A loader function (``q3e_instruct_loader``) is decided from the object it returns, after loading."""
+    from mteb.models.instruct_wrapper import InstructSentenceTransformerModel as Instruct  # lazily: mteb
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper as Plain  # lazily: mteb
+
+    loader = getattr(model.meta, "loader", None)
+    loader = getattr(loader, "func", loader)  # a functools.partial
+    if loader is None or not isinstance(loader, type):
+        return None
+    if any(issubclass(loader, base) and loader.encode is base.encode for base in (Plain, Instruct)):
+        return None
+    return f"mteb runs {model.model_id} by {loader.__qualname__}, which gives sentence vectors only"
 
 
 def load_backbone(model_id: str, revision: str | None = None, *, device: str | None = None,

@@ -46,6 +46,7 @@ from iso_bench.backbones.pipeline import (  # noqa: F401 - MtebExtraction, sente
     as_numpy,
     commit_of,
     extraction_of,
+    instructed,
     routes_by_task,
     sentence_transformer,
     static_embedding,
@@ -100,6 +101,7 @@ class MtebBackbone:
                                 "(trust_remote_code=True): pass --trust-remote-code to allow it")
         self.model = model if model is not None else _load(meta, device)
         self.st = sentence_transformer(self.model)
+        self.instruct = self.st is not None and instructed(self.model)  # mteb's instruction wrapper
         self.model_id = meta.name
         self.revision = meta.revision or commit_of(self.st) or "unknown"
         self.batch_size = batch_size
@@ -117,12 +119,12 @@ class MtebBackbone:
             self._dim = int(measure())
         else:
             self.device = str(device or getattr(self.model, "device", None) or "cpu")
-            self._dim = meta.embed_dim if isinstance(meta.embed_dim, int) else None
+            self._dim = None  # measured on first use: mteb's embed_dim may not be the width (gte-Qwen2's 8,960)
 
     @property
     def dim(self) -> int:
         """The sentence vectors' dimension."""
-        if self._dim is None:  # an implementation that does not declare it: encode one text
+        if self._dim is None:  # a model run by its own encode: measured on one text
             self._dim = len(self.encode(["dimension"], progress=False)["sentence"][0])
         return self._dim
 
@@ -144,6 +146,8 @@ class MtebBackbone:
         """
         from mteb.models.abs_encoder import get_prompt_name  # lazily: mteb takes seconds to import
 
+        if self.instruct:
+            return self.instruction(task_metadata, prompt_type), None
         route = _prompt_type_value(prompt_type)
         route = route if route in ROUTES else None
         prompt = None
@@ -158,6 +162,21 @@ class MtebBackbone:
             elif self.st.default_prompt_name is not None:
                 prompt = own.get(self.st.default_prompt_name)
         return prompt or "", route
+
+    def instruction(self, task_metadata: Any = None, prompt_type: Any = None) -> str:
+        """The prompt mteb's instruction wrapper puts before each text, as its ``encode`` resolves it: the task's
+        instruction through the wrapper's own ``get_task_instruction`` (its prompts, template and priorities),
+        none for a document unless ``apply_instruction_to_passages``; then sentence-transformers' rule for the
+        ``prompt=`` it is given: ``None`` falls back to the pipeline's default prompt, ``""`` is no prompt. Texts
+        of no task (a fit corpus file, held-out sources) are resolved as a task that names no instruction."""
+        kind = _as_prompt_type(prompt_type)
+        task = task_metadata if task_metadata is not None else _no_task()
+        instruction: str | None = self.model.get_task_instruction(task, kind)
+        if not self.model.apply_instruction_to_passages and kind is not None and kind.value == "document":
+            instruction = None
+        if instruction is None and self.st.default_prompt_name is not None:
+            instruction = (self.st.prompts or {}).get(self.st.default_prompt_name)
+        return instruction or ""
 
     def prompt_context(self, task_metadata: Any = None, prompt_type: Any = None) -> str | None:
         """The part of a text's cache key that the task and prompt type decide.

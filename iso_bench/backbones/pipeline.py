@@ -36,25 +36,36 @@ class MtebExtraction:
     settings: str = ""
     batching: str = EQUAL_LENGTH
     modules: tuple[str, ...] = ()
+    dtype: str | None = None
+    instruction_template: str | None = None
 
     def key(self) -> str:
         """A short stable name for cache folders (prompts are part of each text's key instead); vectors of
         the equal-length policy live in a folder of their own (``padded`` and the model's own batching: the
-        folders of iso-bench 0.1, whose vectors they are)."""
+        folders of iso-bench 0.1, whose vectors they are); a forward pass in 16-bit precision ends in its dtype."""
         norm = "-norm" if self.normalize else ""
         batching = "-equal-length" if self.batching == EQUAL_LENGTH else ""
-        return f"mteb-{self.pooling or 'model'}{norm}-max{self.max_length or 'na'}-{self.settings[:10]}{batching}"
+        dtype = f"-{self.dtype}" if self.dtype else ""
+        return (f"mteb-{self.pooling or 'model'}{norm}-max{self.max_length or 'na'}-{self.settings[:10]}{batching}"
+                f"{dtype}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"vectors": "mteb", "implementation": self.implementation, "prompts": dict(self.prompts),
-                "pooling": self.pooling, "normalize": self.normalize, "max_length": self.max_length,
-                "token_vectors": self.token_vectors, "settings_sha256": self.settings, "batching": self.batching,
-                "modules": list(self.modules)}
+        """The record; ``dtype`` (float32 is its absence) and ``instruction_template`` only where there is one."""
+        out = {"vectors": "mteb", "implementation": self.implementation, "prompts": dict(self.prompts),
+               "pooling": self.pooling, "normalize": self.normalize, "max_length": self.max_length,
+               "token_vectors": self.token_vectors, "settings_sha256": self.settings, "batching": self.batching,
+               "modules": list(self.modules)}
+        if self.dtype is not None:
+            out["dtype"] = self.dtype
+        if self.instruction_template is not None:
+            out["instruction_template"] = self.instruction_template
+        return out
 
 
 def sentence_transformer(model: Any) -> Any | None:
     """The SentenceTransformer behind an mteb implementation whose ``encode`` is mteb's plain
-    sentence-transformers wrapper; None for any other implementation (its own ``encode`` may do anything)."""
+    sentence-transformers wrapper or its instruction wrapper (:func:`instructed`); None for any other
+    implementation (its own ``encode`` may do anything)."""
     from mteb.models.sentence_transformer_wrapper import (  # lazily: mteb takes seconds to import
         SentenceTransformerEncoderWrapper,
     )
@@ -63,7 +74,25 @@ def sentence_transformer(model: Any) -> Any | None:
     plain = isinstance(model, SentenceTransformerEncoderWrapper) and (
         type(model).encode is SentenceTransformerEncoderWrapper.encode)
     st = getattr(model, "model", None)
-    return st if plain and isinstance(st, SentenceTransformer) else None
+    return st if (plain or instructed(model)) and isinstance(st, SentenceTransformer) else None
+
+
+def instructed(model: Any) -> bool:
+    """Whether ``model`` is mteb's instruction wrapper of a SentenceTransformer, ``InstructSentenceTransformerModel``,
+    or a subclass that keeps its ``encode`` (decided from the loaded object, whatever loader made it: a class, or a
+    function such as ``q3e_instruct_loader`` that returns one). Its ``encode`` puts the task's instruction before
+    each text (``prompt=``) and calls the pipeline's plain ``encode``, which iso-bench can do itself."""
+    from mteb.models.instruct_wrapper import InstructSentenceTransformerModel as Instruct  # lazily: mteb
+
+    return isinstance(model, Instruct) and type(model).encode is Instruct.encode
+
+
+def dtype_of(st: Any) -> str | None:
+    """The dtype of the pipeline's parameters, the precision its forward pass runs in, as torch names it without
+    the prefix (``"bfloat16"``); None for float32 (and for a pipeline without parameters)."""
+    first = next(iter(st.parameters()), None) if st is not None else None
+    name = str(first.dtype).removeprefix("torch.") if first is not None else None
+    return None if name in (None, "float32") else name
 
 
 def extraction_of(model: Any, st: Any, meta: Any, batching: str) -> MtebExtraction:
@@ -83,19 +112,26 @@ def extraction_of(model: Any, st: Any, meta: Any, batching: str) -> MtebExtracti
         pooling, normalize, tokens = None, False, None
         max_length = int(meta.max_tokens) if meta.max_tokens else None
     finite = isinstance(max_length, int) or (isinstance(max_length, float) and math.isfinite(max_length))
-    digest = settings_digest(implementation, settings, modules, getattr(st, "default_prompt_name", None))
+    template = getattr(model, "instruction_template", None)
+    template = None if template is None else template if isinstance(template, str) else stable_name(template)
+    digest = settings_digest(implementation, settings, modules, getattr(st, "default_prompt_name", None), template)
     return MtebExtraction(implementation, prompts, str(pooling) if pooling else None, normalize,
-                          int(max_length) if max_length and finite else None, tokens, digest, batching, modules)
+                          int(max_length) if max_length and finite else None, tokens, digest, batching, modules,
+                          dtype_of(st), template)
 
 
 def settings_digest(implementation: str, settings: Mapping[str, Any], modules: tuple[str, ...] = (),
-                    default_prompt: str | None = None) -> str:
+                    default_prompt: str | None = None, instruction_template: str | None = None) -> str:
     """The sha256 of what a model's loader settings are: the same in every process. A setting that JSON cannot
     hold is written as :func:`stable_name` writes it (a function by its module and qualified name, never by its
     address), so a loader argument such as gte-Qwen2's ``instruction_template`` keeps one identity; settings
-    without a function digest as they always have."""
-    blob = json.dumps({"implementation": implementation, "settings": dict(settings), "modules": modules,
-                       "default_prompt": default_prompt}, sort_keys=True, default=stable_name)
+    without a function digest as they always have. The instruction template of an instruction wrapper (set by a
+    loader function too, as Qwen3-Embedding's) is part of it where there is one."""
+    fields = {"implementation": implementation, "settings": dict(settings), "modules": modules,
+              "default_prompt": default_prompt}
+    if instruction_template is not None:
+        fields["instruction_template"] = instruction_template
+    blob = json.dumps(fields, sort_keys=True, default=stable_name)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -79,7 +79,10 @@ class PipelineEncoder:
             features = static_collate(tokens, run) if static else collate(tokens, run, pad)
             with torch.inference_mode():
                 out = self.st(to_device(features, device), **forward)
-            wanted = [out["sentence_embedding"]] if "sentence" in kinds else []
+            sentence = out["sentence_embedding"]
+            if self.st.truncate_dim is not None:  # as the pipeline's encode truncates (Matryoshka; mteb's embed_dim)
+                sentence = sentence[..., : self.st.truncate_dim]
+            wanted = [sentence] if "sentence" in kinds else []
             if rows and not static:
                 if "token_embeddings" not in out:
                     raise TokenVectorsUnavailable(f"{self.model_id!r}: its sentence-transformers modules give no "

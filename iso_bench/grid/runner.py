@@ -28,9 +28,8 @@ from iso_bench.checks import (
     check_methods,
     check_results_dir,
     check_seeds,
-    output_dims,
+    describe_model,
     set_threads,
-    token_vectors_unavailable,
 )
 from iso_bench.data.fit_corpus import HELD_OUT, TRAIN, task_text_groups
 from iso_bench.data.provider import CorpusProvider
@@ -151,10 +150,11 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     check_device(cfg.device)
     set_threads(cfg.threads)
     check_kernels(cfg.device or "cpu")  # the mode's kernels are those in force, else one clear error
-    dims = output_dims(cfg.model, cfg.revision, trust_remote_code=cfg.trust_remote_code, pooling=cfg.pooling,
-                       layer=cfg.layer)
-    no_tokens = token_vectors_unavailable(cfg.model, cfg.revision, pooling=cfg.pooling, layer=cfg.layer)
-    made = check_methods(cfg.methods, dims, cfg.model, no_tokens=no_tokens)  # every spec, before any work
+    model = describe_model(cfg.model, cfg.revision, pooling=cfg.pooling, layer=cfg.layer)  # what it is, read once
+    dims = model.dims()
+    if model.disagreement():  # mteb's embed_dim is not the width (gte-Qwen2's 8,960): said, not refused
+        logger.warning(model.disagreement())
+    made = check_methods(cfg.methods, dims, cfg.model, no_tokens=model.no_tokens)  # every spec, before any work
     mirror_dir(cfg.data_dir)  # validates the mirror folder
     corpus = CorpusProvider(cfg.fit_corpus, data_dir=cfg.data_dir, sample=cfg.fit_sample, seed=cfg.seed,
                             budget=cfg.fit_budget, held_out_sources=held_out_sources())
