@@ -125,9 +125,11 @@ def _config(arch: str, width: int, vocab: int, tokenizer: Any) -> Any:
 
 
 def make_standin(cache: str | Path, model_id: str, texts: list[str] | None = None, vocab_size: int = 1024,
-                 seed: int = 0) -> Path:
+                 seed: int = 0, dtype: str | None = None) -> Path:
     """Lay the stand-in of ``model_id`` (a key of :data:`STANDINS`) into the Hugging Face cache ``cache`` at mteb's
-    pinned revision of it; returns its snapshot folder. The same arguments give the same files."""
+    pinned revision of it; returns its snapshot folder. The same arguments give the same files. ``dtype``
+    overrides the dtype its weights are saved in (``"float32"``: a Qwen3 stand-in that runs in float32, where
+    mteb's loader does not ask for another)."""
     import mteb
     import torch
     from sentence_transformers import SentenceTransformer
@@ -145,7 +147,7 @@ def make_standin(cache: str | Path, model_id: str, texts: list[str] | None = Non
     config = _config(spec["arch"], spec["width"], len(tokenizer), tokenizer)
     with tempfile.TemporaryDirectory() as tmp:
         model = AutoModel.from_config(config)
-        model = model.to(getattr(torch, spec["dtype"]))
+        model = model.to(getattr(torch, dtype or spec["dtype"]))
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         transformer = models.Transformer(tmp, model_kwargs={"dtype": "auto"})
@@ -157,10 +159,10 @@ def make_standin(cache: str | Path, model_id: str, texts: list[str] | None = Non
     return snapshot
 
 
-def lay_standins(cache: str | Path, model_ids: list[str] | None = None, texts: list[str] | None = None
-                 ) -> dict[str, Path]:
+def lay_standins(cache: str | Path, model_ids: list[str] | None = None, texts: list[str] | None = None,
+                 dtype: str | None = None) -> dict[str, Path]:
     """:func:`make_standin` for each of ``model_ids`` (default: all three); id -> snapshot folder."""
-    return {m: make_standin(cache, m, texts) for m in (model_ids or list(STANDINS))}
+    return {m: make_standin(cache, m, texts, dtype=dtype) for m in (model_ids or list(STANDINS))}
 
 
 def compare(model_id: str, task_name: str, data_dir: str, device: str | None, work: Path) -> dict[str, float]:
@@ -190,11 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", metavar="TASK", help="compare iso-bench raw with mteb.evaluate on TASK")
     parser.add_argument("--data-dir", default=os.environ.get("ISO_BENCH_DATA_DIR"), help="the datasets' mirror")
     parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: iso-bench's and mteb's)")
+    parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), help="save the weights in this "
+                        "dtype instead of the stand-in's own (Qwen3: bfloat16, the others float32)")
     args = parser.parse_args(argv)
     cache = Path(args.cache).expanduser().resolve()
     os.environ.update(HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                       HF_DATASETS_OFFLINE="1")  # before mteb, transformers or huggingface_hub is imported
-    for model_id, folder in lay_standins(cache, args.model).items():
+    for model_id, folder in lay_standins(cache, args.model, dtype=args.dtype).items():
         print(f"{model_id}: {folder}")
     if args.compare:
         for model_id in args.model or [QWEN3]:
