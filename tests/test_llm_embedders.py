@@ -218,3 +218,16 @@ def test_the_identity_is_the_same_in_another_process(standin_hub: Path) -> None:
         here = load_backbone(model_id, device="cpu").describe()
         assert here == there[model_id]
         assert here["extraction"]["dtype"] == "float16"
+
+
+def test_an_instruction_models_variant_is_not_exported(standin_hub: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from iso_bench.cli import main
+
+    code = main(["export", f"{QWEN3}+whiten", "--fit-corpus", "task:STS16", "-o", str(tmp_path / "out"),
+                 "--cache-dir", str(tmp_path / "cache")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and not (tmp_path / "out").exists()
+    assert err[-1] == (f"iso-bench: error: {QWEN3} is run by mteb's instruction wrapper, which puts each task's own "
+                       "instruction before its texts; a sentence-transformers folder cannot carry per-task "
+                       "instructions, so its variants are not exported: run them with iso-bench run")

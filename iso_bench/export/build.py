@@ -16,6 +16,10 @@ vectors where the pipeline normalises) and gives mteb the transformed vectors as
 the post-processing at sentence level; a token-level variant pools its transformed token vectors and normalises
 the mean where the pipeline normalises, and so does its module.
 
+A variant of a model behind mteb's instruction wrapper (Qwen3-Embedding, gte-Qwen2, e5-mistral, ...) is refused in
+one line: its raw vectors depend on each task's instruction, which a sentence-transformers folder has no place for
+(its ``prompts`` are chosen by name by the caller, and mteb would not give the wrapper's instructions to them).
+
 Beside the modules, in the folder: ``iso_bench_transform.npz`` (the fitted transform as plain arrays: for an
 affine method ``offset`` and ``matrix``, ``y = (x - offset) @ matrix``, and for every method its learned state
 by name) and ``iso_bench_transform.json`` (the fit record: base model and revision, method and resolved
@@ -42,7 +46,7 @@ import numpy as np
 from iso_bench._version import __version__
 from iso_bench.backbones.base import model_label
 from iso_bench.backbones.loader import load_backbone
-from iso_bench.checks import check_methods, check_seeds, one_blas_thread, output_dims, token_vectors_unavailable
+from iso_bench.checks import check_methods, check_seeds, describe_model, one_blas_thread
 from iso_bench.data.fit_corpus import HELD_OUT, TASK, TRAIN
 from iso_bench.data.provider import CorpusProvider
 from iso_bench.faults import check_space
@@ -171,8 +175,8 @@ def export(variant: str, fit_corpus: str, output: str | Path, *, data_dir: str |
         check_task(task)
     from iso_bench.encoder import VariantEncoder, base_record  # lazily, after the checks: the encoder imports mteb
 
-    dims = output_dims(model, revision, trust_remote_code=trust_remote_code)
-    check_methods([spec], dims, model_label(model), no_tokens=token_vectors_unavailable(model, revision))
+    described = describe_model(model, revision)  # what the model is, read once
+    check_methods([spec], described.dims(), model_label(model), no_tokens=described.no_tokens)
     backbone = load_backbone(model, revision, device=device, trust_remote_code=trust_remote_code,
                              batch_size=batch_size)
     pipeline(backbone)  # refused before any text is encoded
@@ -191,8 +195,13 @@ def export(variant: str, fit_corpus: str, output: str | Path, *, data_dir: str |
 
 def pipeline(backbone: Any) -> Any:
     """The SentenceTransformer that makes ``backbone``'s raw vectors; an :class:`ExportError` for a backbone
-    that has none (a model mteb runs by its own ``encode``, or iso-bench's own pooling of hidden states)."""
+    that has none (a model mteb runs by its own ``encode``, or iso-bench's own pooling of hidden states) and for
+    one behind mteb's instruction wrapper (its per-task instructions have no place in an exported folder)."""
     st = getattr(backbone, "st", None)
+    if getattr(backbone, "instruct", False):
+        raise ExportError(f"{backbone.model_id} is run by mteb's instruction wrapper, which puts each task's own "
+                          "instruction before its texts; a sentence-transformers folder cannot carry per-task "
+                          "instructions, so its variants are not exported: run them with iso-bench run")
     if st is None:
         how = backbone.describe()["extraction"].get("implementation") or "iso-bench's own pooling of hidden states"
         raise ExportError(f"{backbone.model_id} has no sentence-transformers pipeline to export (its vectors come "
