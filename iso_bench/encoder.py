@@ -129,6 +129,9 @@ class _Variant:
         name = task_metadata.name
         if name not in self._seen:
             self._seen[name] = {"type": task_metadata.type, "data": dataset_record(task_metadata.dataset)}
+            if getattr(getattr(self.store, "backbone", None), "instruct", False):  # the instructions it ran with
+                self._seen[name]["instructions"] = {p or "none": self.store.prompt(task_metadata, p) or ""
+                                                    for p in (None, "query", "document")}
 
     def provenance(self, task_name: str) -> dict[str, Any]:
         """The ``iso_bench`` record of this variant's result on ``task_name``: model, revision, extraction,
@@ -143,7 +146,8 @@ class _Variant:
         return {"iso_bench_version": __version__, **self.base_record, "variant": self.config(),
                 "benchmark": result_record(self.spec, fit_corpus, self.n_resamples),
                 "task_type": seen["type"], "data": self.data_sources.get(task_name) or seen["data"],
-                "fit": self.fit_records.get(task_name)}
+                "fit": self.fit_records.get(task_name),
+                **({"instructions": seen["instructions"]} if "instructions" in seen else {})}
 
     # ---- fitting ----------------------------------------------------------------------------------
     def fitted_method(self, task_name: str | None, level: str | None = None) -> Method:

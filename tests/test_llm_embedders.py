@@ -180,6 +180,9 @@ def test_token_level_methods_and_wic_run_and_a_second_run_finds_every_result(sta
     record = _record(tmp_path, f"{QWEN3}+cluster-pca", "WiC")["iso_bench"]
     assert record["extraction"]["dtype"] == "bfloat16"  # the checkpoint's own dtype (transformers' "auto")
     assert record["extraction"]["batching"] == "equal-length"
+    assert record["instructions"] == {"none": "", "query": "", "document": ""}  # WiC names none; Qwen3's template
+    sts = _record(tmp_path, f"{QWEN3}+raw", "STS16")["iso_bench"]["instructions"]
+    assert sts["none"] == "Instruct: Retrieve semantically similar text.\nQuery:" and sts["document"] == ""
     again = _run(methods, tasks, QWEN3, data=small_data, out=tmp_path)
     assert again.encode_stats["computed"] == 0 and not any(again.fits_run.values())
     assert all(again.scores[v][t] == pytest.approx(first.scores[v][t], abs=1e-6) for v in first.scores for t in tasks)
