@@ -234,3 +234,18 @@ def test_an_instruction_models_variant_is_not_exported(standin_hub: Path, tmp_pa
     assert err[-1] == (f"iso-bench: error: {QWEN3} is run by mteb's instruction wrapper, which puts each task's own "
                        "instruction before its texts; a sentence-transformers folder cannot carry per-task "
                        "instructions, so its variants are not exported: run them with iso-bench run")
+
+
+def test_a_local_folders_16_bit_forward_is_recorded_and_keys_its_cache(llm_standin_cache: Path,
+                                                                       qwen3_float32: Path) -> None:
+    """The pipeline route (a sentence-transformers folder mteb does not list) records the dtype too; float32 is its
+    absence, so the folder of a float32 model keeps the name it always had."""
+    from iso_bench.backbones.loader import load_backbone
+
+    folder = next((llm_standin_cache / "models--Qwen--Qwen3-Embedding-0.6B" / "snapshots").iterdir())
+    extraction = load_backbone(str(folder), device="cpu").extraction
+    assert extraction.to_dict()["dtype"] == "bfloat16" and extraction.key().endswith("-equal-length-bfloat16")
+    assert "instruction_template" not in extraction.to_dict()  # ST's own prompts: no instruction wrapper
+    plain = next((qwen3_float32 / "models--Qwen--Qwen3-Embedding-0.6B" / "snapshots").iterdir())
+    extraction = load_backbone(str(plain), device="cpu").extraction
+    assert "dtype" not in extraction.to_dict() and extraction.key().endswith("-equal-length")
