@@ -172,18 +172,16 @@ class MtebBackbone:
         ``prompt=`` it is given: ``None`` falls back to the pipeline's default prompt, ``""`` is no prompt. Texts
         of no task (a fit corpus file, held-out sources) are resolved as a task that names no instruction."""
         kind = _as_prompt_type(prompt_type)
-        if task_metadata is None:
-            log = logging.getLogger("mteb.abstasks.abstask")  # its warning that no task of that name has a prompt
-            level = log.level
-            log.setLevel(logging.ERROR)
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    instruction: str | None = self.model.get_task_instruction(_no_task(), kind)
-            finally:
-                log.setLevel(level)
-        else:
-            instruction = self.model.get_task_instruction(task_metadata, kind)
+        log = logging.getLogger("mteb.abstasks.abstask")  # its warning that a task's class has no prompt (WiC's)
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                task = task_metadata if task_metadata is not None else _no_task()
+                instruction: str | None = self.model.get_task_instruction(task, kind)
+        finally:
+            log.setLevel(level)
         if not self.model.apply_instruction_to_passages and kind is not None and kind.value == "document":
             instruction = None
         if instruction is None and self.st.default_prompt_name is not None:

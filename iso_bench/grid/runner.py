@@ -201,7 +201,10 @@ def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
     from iso_bench.encoder import base_record  # lazily: the encoder imports mteb
     if run.store is None:
         run.backbone = build_backbone(cfg)
-        run.revision, run.dim = run.backbone.revision, run.backbone.dim
+        read, (run.revision, run.dim) = run.dim, (run.backbone.revision, run.backbone.dim)  # the width, measured
+        if read is not None and read != run.dim:  # the specs were checked against what the files said
+            logger.warning("note: %s gives %d-d sentence vectors once loaded; before loading %d-d were read",
+                           cfg.model, run.dim, read)
         run.base_record = base_record(run.backbone, cfg.command)
         # token vectors come from the same forward pass when any variant or task will need them
         levels = {make_method(spec)[1] for spec in cfg.methods}
