@@ -154,8 +154,8 @@ def _peak_gb() -> float:
 
 def child(job: dict[str, Any]) -> dict[str, Any]:
     """One run in this (fresh) process; returns its seconds and peak RSS."""
-    import iso_bench.checks
     import iso_bench.grid.runner
+    from iso_bench.backbones.loader import HF, Resolved
     from iso_bench.grid.runner import RunConfig, run
     from iso_bench.methods import make_method
     from iso_bench.results.benchmark import DEFAULT_METHODS
@@ -188,7 +188,8 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
     iso_bench.grid.runner.build_backbone = lambda cfg: backbone
     iso_bench.grid.runner.revision_of = lambda cfg: backbone.revision
     iso_bench.grid.runner.build_task = lambda ref: task
-    iso_bench.checks.output_dims = lambda *a, **k: {"sentence": backbone.dim, "token": backbone.dim}
+    iso_bench.grid.runner.describe_model = lambda *a, **k: Resolved(backbone.model_id, HF, False, backbone.revision,
+                                                                    width=backbone.dim, token_width=backbone.dim)
     with tempfile.TemporaryDirectory(prefix="iso-bench-scale-", dir=job.get("tmp")) as tmp:
         cfg = RunConfig(model=backbone.model_id, methods=methods, tasks=[task.metadata.name],
                         results_dir=Path(tmp) / "results", cache_dir=Path(tmp) / "cache", progress=False, threads=1)

@@ -6,13 +6,19 @@ every text is encoded with the prompt that mteb's wrapper gives it for the task 
 ``"query: "`` / ``"passage: "``, bge's retrieval instruction, ...) and with the model's pooling, normalisation
 and max length. So the ``raw`` variant equals ``mteb.evaluate(mteb.get_model(id), task)`` by construction.
 
-There are two kinds of implementation:
+There are three kinds of implementation:
 
 - **A sentence-transformers wrapper** (mteb's ``SentenceTransformerEncoderWrapper`` whose ``encode`` is not
   overridden). The SentenceTransformer at ``wrapper.model`` is called the way the wrapper calls it
   (``encode_query`` / ``encode_document`` / ``encode``, with the resolved prompt), but with
   ``output_value=None``. So one forward pass gives the sentence vector *and* the token vectors. Spans are read
   from the same pass, using the tokenizer's character offsets.
+- **mteb's instruction wrapper** (``InstructSentenceTransformerModel``, a subclass that keeps its ``encode``, or
+  what a loader function such as ``q3e_instruct_loader`` returns; decided from the loaded object). Its pipeline is
+  run the same way, with the prompt its ``encode`` would pass: the task's instruction from the wrapper's own
+  ``get_task_instruction``, none for a document unless ``apply_instruction_to_passages``, then
+  sentence-transformers' rule (``None``: the default prompt; ``""``: none). The instruction's tokens are left
+  out of the token vectors, as a prompt's are (:meth:`MtebBackbone.instruction`; ``docs/models.md``).
 - **Any other implementation** (an API model, a wrapper with its own ``encode``). Its ``encode`` makes the
   sentence vectors. They are cached per task and prompt type, because iso-bench cannot see what the wrapper
   adds. It has no token vectors: asking for them raises :class:`TokenVectorsUnavailable`.
