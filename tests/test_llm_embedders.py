@@ -108,15 +108,39 @@ def test_raw_agrees_with_mtebs_evaluation_within_1e6_in_float32(qwen3_float32: P
     assert summary.encode_stats["computed"] > 0 and "dtype" not in record["iso_bench"]["extraction"]  # float32
 
 
-def test_a_16_bit_forward_agrees_within_its_bound_and_is_recorded(standin_hub: Path, small_data: Path,
-                                                                  tmp_path: Path) -> None:
-    _run(["raw"], ["STS16"], GTE_QWEN2, data=small_data, out=tmp_path)
-    record = _record(tmp_path, f"{GTE_QWEN2}+raw", "STS16")
-    assert record["main_score"] == pytest.approx(_mteb_score(GTE_QWEN2, "STS16", small_data), abs=F16_BOUND)
+@pytest.mark.parametrize(("model_id", "template"), [
+    (GTE_QWEN2, "mteb.models.model_implementations.gte_models.instruction_template"),  # a function
+    (E5_MISTRAL, "Instruct: {instruction}\nQuery: "),  # a string
+])
+def test_a_16_bit_forward_agrees_within_its_bound_and_is_recorded(model_id: str, template: str, standin_hub: Path,
+                                                                  small_data: Path, tmp_path: Path) -> None:
+    _run(["raw"], ["STS16"], model_id, data=small_data, out=tmp_path)
+    record = _record(tmp_path, f"{model_id}+raw", "STS16")
+    assert record["main_score"] == pytest.approx(_mteb_score(model_id, "STS16", small_data), abs=F16_BOUND)
     extraction = record["iso_bench"]["extraction"]
     assert extraction["dtype"] == "float16"  # mteb's model_kwargs
-    assert extraction["instruction_template"] == "mteb.models.model_implementations.gte_models.instruction_template"
+    assert extraction["instruction_template"] == template
     assert extraction["implementation"].endswith("InstructSentenceTransformerModel")
+
+
+@pytest.mark.parametrize("model_id", [GTE_QWEN2, E5_MISTRAL])
+def test_the_instructions_tokens_are_left_out_with_each_tokenizer(model_id: str, standin_hub: Path) -> None:
+    """gte-Qwen2's byte-level BPE (EOS from mteb's add_eos_token) and e5-mistral's Llama-style one (BOS and EOS):
+    a text's token vectors are its own tokens', after the instruction, without special tokens."""
+    import mteb
+    from mteb.types import PromptType
+
+    from iso_bench.backbones.loader import load_backbone
+
+    backbone = load_backbone(model_id, device="cpu")
+    scifact = mteb.get_task("SciFact").metadata
+    assert backbone.instruction(scifact, PromptType.query) == f"Instruct: {scifact.prompt['query']}\nQuery: "
+    texts = ["A man is playing a guitar.", "money"]
+    ids = backbone.token_ids(texts, task_metadata=scifact, prompt_type=PromptType.query)
+    assert [backbone.st.tokenizer.decode(i).strip() for i in ids] == texts
+    tokens = backbone.encode(texts, kinds=("tokens",), task_metadata=scifact, prompt_type=PromptType.query,
+                             progress=False)["tokens"]
+    assert [len(t) for t in tokens] == [len(i) for i in ids]
 
 
 # ---- the instruction: mteb's wrapper's own, left out of the token vectors ---------------------------------------
