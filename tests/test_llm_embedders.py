@@ -44,7 +44,7 @@ def test_mtebs_own_loaders_run_the_standins_as_the_real_models(standin_hub: Path
     assert found[E5_MISTRAL] == (torch.float16, 80, ["<s>", "</s>"])  # add_bos_token and add_eos_token
 
 
-# ---- shared: a small STS16 (and WiC) mirror, a float32 Qwen3 stand-in, runs through iso-bench's command line ------
+# ---- shared: a small STS16 (and WiC) mirror, a float32 Qwen3 stand-in, whole runs of iso-bench's runner ----------
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """STS16's first 120 pairs, and WiC as the shared data holds it."""
@@ -56,7 +56,7 @@ def small_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def qwen3_float32(tmp_path_factory: pytest.TempPathFactory, llm_standin_cache: Path) -> Path:
+def qwen3_float32(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Hugging Face cache with the Qwen3 stand-in saved in float32 (mteb's loader keeps the checkpoint's dtype)."""
     cache = tmp_path_factory.mktemp("standin-hub-f32")
     _maker().make_standin(cache, QWEN3, dtype="float32")
