@@ -273,3 +273,19 @@ def test_a_local_folders_16_bit_forward_is_recorded_and_keys_its_cache(llm_stand
     plain = next((qwen3_float32 / "models--Qwen--Qwen3-Embedding-0.6B" / "snapshots").iterdir())
     extraction = load_backbone(str(plain), device="cpu").extraction
     assert "dtype" not in extraction.to_dict() and extraction.key().endswith("-equal-length")
+
+
+def test_a_wrapper_with_an_encode_of_its_own_is_refused_token_methods_in_one_line_before_loading() -> None:
+    """Decided from mteb's loader class where it is one: NV-Embed's wrapper keeps the instruction wrapper's encode
+    (token vectors); GeeVec's lite wrapper has its own (sentence vectors only, a token-level spec refused)."""
+    from iso_bench.checks import check_methods, describe_model
+    from iso_bench.methods import MethodError
+
+    geevec = "geevec-ai/geevec-embeddings-1.0-lite"
+    assert describe_model("nvidia/NV-Embed-v2").no_tokens is None
+    model = describe_model(geevec)
+    assert model.no_tokens == f"mteb runs {geevec} by GeeVecLiteModel, which gives sentence vectors only"
+    with pytest.raises(MethodError) as err:
+        check_methods(["raw", "cluster-pca"], model.dims(), geevec, no_tokens=model.no_tokens)
+    assert str(err.value).startswith(f"cluster-pca is a token-level method and {geevec} yields no token vectors")
+    assert "\n" not in str(err.value)
