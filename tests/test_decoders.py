@@ -174,3 +174,7 @@ def test_outliers_on_a_decoder_find_a_planted_first_position_dimension(tmp_path:
     assert data["tokens"].startswith("every token") and data["layers"][0]["first_position_outliers"][0] == 5
     md = (tmp_path / "out" / "local__planted-outliers.md").read_text()
     assert "first-position dimensions" in md and "| 0       | none                 | 5" in md
+    code = main(["outliers", "--model", str(folder), "--corpus", str(corpus), "--layers", "3", "--output",
+                 str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == "iso-bench: error: layer 3 does not exist: the model has hidden states 0..2"

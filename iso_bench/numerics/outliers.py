@@ -42,9 +42,15 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.registry import IsoBenchError
+
 DEFAULT_MIN_Z = 3.0
 """Default ``min_z``: "several standard deviations" (Luo et al.). Among d means of isotropic data
 ``|z| >= 3`` happens by chance in ~0.3% of dimensions, and detection needs the fraction test as well."""
+
+
+class OutlierError(IsoBenchError, ValueError):
+    """The analysis cannot run as asked: a layer the model does not have, a corpus without tokens."""
 
 
 @dataclass(frozen=True)
@@ -305,7 +311,7 @@ def analyse(backbone: Any, texts: Sequence[str], layers: Sequence[int] | None = 
     wanted = list(range(n_states)) if layers is None else [lay % n_states for lay in layers]
     for lay in layers or []:
         if not -n_states <= lay < n_states:
-            raise ValueError(f"layer {lay} does not exist: the model has hidden states 0..{n_states - 1}")
+            raise OutlierError(f"layer {lay} does not exist: the model has hidden states 0..{n_states - 1}")
     d = backbone.dim
     acc = {lay: {"all": _Moments(d), "first": _Moments(d), "pos_sum": np.zeros((MAX_POSITION, d)),
                  "pos_n": np.zeros(MAX_POSITION, np.int64)} for lay in wanted}
@@ -325,7 +331,7 @@ def analyse(backbone: Any, texts: Sequence[str], layers: Sequence[int] | None = 
     report = OutlierReport(backbone.model_id, str(backbone.revision), corpus, len(texts), acc[wanted[0]]["all"].n,
                            tokens=tokens, extraction={"dtype": extraction["dtype"]} if "dtype" in extraction else {})
     if report.n_tokens == 0:
-        raise ValueError("the corpus has no tokens to analyse")
+        raise OutlierError("the corpus has no tokens to analyse")
     for lay in wanted:
         a = acc[lay]
         stats, first = a["all"].stats(), a["first"].stats()
