@@ -178,3 +178,17 @@ def test_outliers_on_a_decoder_find_a_planted_first_position_dimension(tmp_path:
                  str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err == "iso-bench: error: layer 3 does not exist: the model has hidden states 0..2"
+
+
+def test_the_recorded_command_names_a_chosen_dtype_and_leaves_auto_out() -> None:
+    from iso_bench.cli import build_parser
+    from iso_bench.grid.plan import reproduce_command
+
+    def command(*extra: str) -> str:
+        args = build_parser().parse_args(["run", "--model", "org/dec", "--pooling", "last-token", "--methods", "raw",
+                                          "--tasks", "STS16", *extra])
+        return reproduce_command(args, "org/dec")
+
+    base = "iso-bench run --model org/dec --methods raw --tasks STS16 --pooling last-token"
+    assert command("--dtype", "bfloat16") == base + " --dtype bfloat16"
+    assert command("--dtype", "auto") == command() == base
