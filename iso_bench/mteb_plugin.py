@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.backbones.base import model_label
-from iso_bench.backbones.loader import load_backbone
+from iso_bench.backbones.loader import load_backbone, run_dtype
 from iso_bench.checks import check_methods, describe_model
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, read_text_file
 from iso_bench.data.fit_corpus import fit_budget as default_budget
@@ -87,7 +87,7 @@ def split_variant_name(name: str) -> tuple[str, str]:
 
 def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, pooling: str | None = None,
                  layer: int | None = None, fit_sample: int | None = None,
-                 fit_budget: int | None = None) -> dict[str, Any]:
+                 fit_budget: int | None = None, dtype: str | None = None) -> dict[str, Any]:
     """The setup of a variant that is not in its name, as mteb ``experiment_kwargs``: results of different
     setups live in different folders (``<model>/<revision>/experiments/<setup>/``) and never replace each other.
 
@@ -96,7 +96,8 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
     with ``fit_corpus_sha256``, the first 12 hex digits of the SHA-256 of its texts, beside it), ``fit_sample``
     (a sampled fit corpus), ``fit_budget`` (a method that does not stream, under a fit budget other than the
     default: it fits on a sample of a larger corpus, so the budget changes its numbers), ``seed`` (methods with
-    randomness, and a sampled fit corpus), ``pooling`` and ``layer`` (when given).
+    randomness, and a sampled fit corpus), ``pooling`` and ``layer`` (when given), ``dtype`` (the precision of
+    iso-bench's own extraction, when not float32: :func:`iso_bench.backbones.loader.run_dtype`).
 
     >>> setup_kwargs("whiten"), setup_kwargs("flow", seed=3), setup_kwargs("raw", layer=6)
     ({'fit_corpus': 'task'}, {'fit_corpus': 'task', 'seed': 3}, {'layer': 6})
@@ -119,6 +120,8 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
         out["pooling"] = pooling
     if layer is not None:
         out["layer"] = layer
+    if dtype is not None:
+        out["dtype"] = dtype
     return out
 
 
@@ -126,13 +129,14 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
                  device: str | None = None, fit_corpus: str = "task", fit_corpus_path: str | None = None,
                  fit_sample: int | None = None, seed: int = 0, pooling: str | None = None, layer: int | None = None,
                  data_dir: str | None = None, cache_dir: str | None = None, batch_size: int = 32,
-                 fit_budget: int | None = None, **_: Any) -> Any:
+                 fit_budget: int | None = None, dtype: str | None = None, **_: Any) -> Any:
     """mteb loader: build the backbone, its raw-vector cache and the variant encoder. The variant's fit
     corpus provider loads the task being evaluated itself (from ``data_dir`` when it holds the data)."""
     from iso_bench.encoder import VariantEncoder, base_record  # lazily: the encoder imports mteb
     model = describe_model(base_model, revision, pooling=pooling, layer=layer)  # what it is, read once
     [(_, level)] = check_methods([method], model.dims(), base_model, no_tokens=model.no_tokens)  # before loading
-    backbone = load_backbone(base_model, revision, device=device, pooling=pooling, layer=layer, batch_size=batch_size)
+    backbone = load_backbone(base_model, revision, device=device, pooling=pooling, layer=layer, batch_size=batch_size,
+                             dtype=dtype)
     kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
     store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size)
     corpus = CorpusProvider(fit_corpus_path or fit_corpus, data_dir=data_dir, sample=fit_sample, seed=seed,
@@ -142,7 +146,8 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
     # the setup its results are filed under, whatever other keyword arguments (data_dir, cache_dir, device)
     # mteb.get_model adds to the experiment kwargs: a route or a cache folder never makes another setup
     encoder.setup = setup_kwargs(method, fit_corpus=fit_corpus_path or fit_corpus, seed=seed, pooling=pooling,
-                                 layer=layer, fit_sample=fit_sample, fit_budget=fit_budget)
+                                 layer=layer, fit_sample=fit_sample, fit_budget=fit_budget,
+                                 dtype=run_dtype(base_model, revision, dtype, pooling=pooling, layer=layer))
     return encoder
 
 
@@ -168,7 +173,12 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
         embed_dim = method.output_dim(embed_dim)
     kwargs = {"base_model": model_id, "method": method_spec, **loader_kwargs}
     if experiment is None:
-        experiment = setup_kwargs(method_spec, **{k: v for k, v in loader_kwargs.items() if k in _SETUP})
+        own = {k: loader_kwargs.get(k) for k in ("dtype", "pooling", "layer")}
+        # mteb's own models are registered while mteb imports: their route is not asked then (they have no dtype)
+        asked = Path(model_id).is_dir() or own["pooling"] is not None or own["layer"] is not None or own["dtype"] \
+            not in (None, "auto")
+        dtype = run_dtype(model_id, revision, **own) if asked else None
+        experiment = setup_kwargs(method_spec, **{k: v for k, v in loader_kwargs.items() if k in _SETUP}, dtype=dtype)
     meta = ModelMeta.create_empty({
         **base_fields,
         "name": variant_name(model_id, method_spec),

@@ -3,7 +3,8 @@
 The backbone is the only place that runs the network. It batches texts by length, runs without
 gradients, and turns hidden states into three kinds of raw vectors:
 
-- ``sentence``: one pooled vector per text (mean over real tokens, CLS, or first-last-avg);
+- ``sentence``: one pooled vector per text (mean over real tokens, CLS, first-last-avg, or the last real token,
+  as decoder embedders pool);
 - ``tokens``: the vectors of a text's tokens without special tokens, for token-level post-processing;
 - ``span``: the mean of the sub-token vectors that overlap a character span, for word-level tasks.
 
@@ -16,6 +17,11 @@ Which network makes the vectors is chosen by :func:`load_backbone`: a model that
 run by mteb's own implementation of it (:mod:`iso_bench.backbones.mteb_backbone`: its prompts, pooling, normalisation
 and max length, so the raw variant is the model MTEB evaluates); any other model, or a request for a
 ``pooling`` or ``layer``, by :class:`Backbone` here.
+
+Encoders and decoders alike: a decoder's tokenizer often has no pad token, and needs none in the equal-length plan;
+where a plan pads, a decoder gets position ids that follow the attention mask (``cumsum(mask) - 1``), so that
+left padding does not move its learned absolute positions. The network runs in the precision the extraction
+records (:mod:`iso_bench.backbones.precision`); layers and poolings are summed in float32.
 
 torch and transformers are imported inside the functions that need them: importing this module (the command
 line reads :data:`POOLINGS`) loads neither.
@@ -47,12 +53,13 @@ from iso_bench.backbones.base import (
     stream_batches,
 )
 from iso_bench.backbones.features import Tokens, collate, from_encoding
+from iso_bench.backbones.precision import FLOAT32, HALF, check_dtype_device, torch_dtype
 from iso_bench.files import folder_revision
 from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
 
-POOLINGS = ("mean", "cls", "first-last-avg")
+POOLINGS = ("mean", "cls", "first-last-avg", "last-token")
 """The sentence poolings :class:`Extraction` accepts (``--pooling`` offers these)."""
 
 
@@ -69,7 +76,10 @@ class Extraction:
     ``hidden_states[-1]``. ``normalize`` scales sentence vectors to unit length, as a
     sentence-transformers model with a Normalize module does. ``batching`` is the batching policy
     (:func:`iso_bench.backbones.base.plan_batches`): :data:`~iso_bench.backbones.base.EQUAL_LENGTH` unless results
-    written under the old :data:`~iso_bench.backbones.base.PADDED` policy are to be reproduced.
+    written under the old :data:`~iso_bench.backbones.base.PADDED` policy are to be reproduced. ``last-token`` takes
+    each text's last real token (the attention mask's last 1). ``dtype`` is the precision the network runs in,
+    ``"bfloat16"`` or ``"float16"``; None is float32 (``"float32"`` is stored as None), so records and cache
+    folders of float32 extractions are those written before precision was recorded.
     """
 
     pooling: str = "mean"
@@ -77,8 +87,13 @@ class Extraction:
     normalize: bool = False
     max_length: int = 512
     batching: str = EQUAL_LENGTH
+    dtype: str | None = None
 
     def __post_init__(self) -> None:
+        if self.dtype == FLOAT32:
+            object.__setattr__(self, "dtype", None)  # float32: the absent default
+        if self.dtype is not None and self.dtype not in HALF:
+            raise ExtractionError(f"unknown dtype {self.dtype!r}; choose one of {FLOAT32}, {', '.join(HALF)}")
         if self.pooling not in POOLINGS:
             raise ExtractionError(f"unknown pooling {self.pooling!r}; choose one of {', '.join(POOLINGS)}")
         if self.max_length < 2:
@@ -91,15 +106,21 @@ class Extraction:
         layer = "fl" if self.pooling == "first-last-avg" else f"L{self.layer}"
         norm = "-norm" if self.normalize else ""
         batching = "" if self.batching == PADDED else f"-{self.batching}"  # padded: the folders of iso-bench 0.1
-        return f"{self.pooling}-{layer}{norm}-max{self.max_length}{batching}"
+        dtype = f"-{self.dtype}" if self.dtype else ""  # float32: the folders written before precision was recorded
+        return f"{self.pooling}-{layer}{norm}-max{self.max_length}{batching}{dtype}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record's fields; ``dtype`` only where it is not float32."""
+        out = asdict(self)
+        if out["dtype"] is None:
+            del out["dtype"]
+        return out
 
 
 def default_extraction(model_id: str, revision: str | None = None, modules: Any = None) -> Extraction:
     """The model's usual pooling: its sentence-transformers configuration when it has one (``modules``: its
-    ``modules.json`` where already read), else mean pooling over the last layer without normalisation."""
+    ``modules.json`` where already read: CLS, last-token or else mean pooling, Normalize), else mean pooling over the
+    last layer without normalisation."""
     modules = modules if modules is not None else read_model_json(model_id, "modules.json", revision) or []
     pooling, normalize = "mean", False
     for module in modules if isinstance(modules, list) else []:
@@ -108,6 +129,8 @@ def default_extraction(model_id: str, revision: str | None = None, modules: Any 
             cfg = read_model_json(model_id, f"{module.get('path', '')}/config.json".lstrip("/"), revision) or {}
             if cfg.get("pooling_mode_cls_token"):
                 pooling = "cls"
+            elif cfg.get("pooling_mode_lasttoken"):
+                pooling = "last-token"
         elif kind.endswith("Normalize"):
             normalize = True
     st_cfg = read_model_json(model_id, "sentence_bert_config.json", revision) or {}
@@ -144,12 +167,14 @@ class Backbone:
         self.model_id = model_label(model_id)  # a local folder by its name; its files by their digest
         self.extraction = extraction or default_extraction(model_id, revision)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        check_dtype_device(self.extraction.dtype, self.device)  # one line, before the weights load
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(
                 model_id, revision=revision, trust_remote_code=trust_remote_code
             )
             self.model = AutoModel.from_pretrained(
-                model_id, revision=revision, trust_remote_code=trust_remote_code
+                model_id, revision=revision, trust_remote_code=trust_remote_code,
+                dtype=torch_dtype(self.extraction.dtype),  # what the extraction records, never the checkpoint's guess
             )
         except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: weights that do not fit config.json
             raise BackboneError(load_error(model_id, revision, exc)) from exc
@@ -157,7 +182,12 @@ class Backbone:
             raise BackboneError(
                 f"model {model_id!r} has no fast tokenizer; iso-bench needs character offsets for spans"
             )
+        if getattr(self.model.config, "is_encoder_decoder", False):
+            raise BackboneError(f"model {model_id!r} is an encoder-decoder ({type(self.model).__name__}); iso-bench "
+                                "reads the hidden states of encoders and of decoders, not of both together")
         self.model.eval().to(self.device)
+        self.decoder = is_decoder(self.model.config)
+        self._pad = self.tokenizer.pad if self.tokenizer.pad_token is not None else _padder(self.tokenizer)
         local = Path(model_id)
         self.revision = (
             folder_revision(local)
@@ -240,6 +270,10 @@ class Backbone:
         tokens = from_encoding(self.tokenizer(list(texts), truncation=True, max_length=self.max_length,
                                               return_special_tokens_mask=rows, return_offsets_mapping="span" in kinds),
                                len(texts))
+        empty = tokens.lengths.index(0) if 0 in tokens.lengths else None
+        if empty is not None:
+            raise BackboneError(f"text {empty} ({texts[empty]!r}) has no tokens: the tokenizer of {self.model_id!r} "
+                                "adds no special tokens, so it gives the network nothing to read; leave it out")
         batches = plan_batches(tokens.lengths, batch_size, self.extraction.batching)
         fill = tokens.lengths if self.extraction.batching == EQUAL_LENGTH else None  # few-row passes filled
 
@@ -252,21 +286,22 @@ class Backbone:
 
     def iter_hidden_states(self, texts: Sequence[str], *, batch_size: int = 32, progress: bool = True,
                            desc: str = "encoding") -> Any:
-        """Yield ``(states, real)`` per batch: ``states`` is a float32 array ``(n_layers + 1, batch, tokens,
-        dim)`` of every hidden state (index 0 = embeddings) and ``real`` a boolean ``(batch, tokens)`` mask of
-        the real, non-special tokens. For analyses over all layers that must not hold every vector at once."""
+        """Yield ``(states, real)`` per batch of the equal-length plan (no padding, so no pad token is needed):
+        ``states`` is a float32 array ``(n_layers + 1, batch, tokens, dim)`` of every hidden state (index 0 =
+        embeddings) and ``real`` a boolean ``(batch, tokens)`` mask of the tokens to analyse: an encoder's
+        non-special tokens; every token of a decoder, its first position and BOS included. Texts without tokens
+        are left out. For analyses over all layers that must not hold every vector at once."""
         import torch  # lazily: torch takes seconds to import
         from tqdm.auto import tqdm  # lazily: only where a bar is shown
 
+        tokens = from_encoding(self.tokenizer(list(texts), truncation=True, max_length=self.max_length,
+                                              return_special_tokens_mask=True), len(texts))
+        batches = [b for b in plan_batches(tokens.lengths, batch_size, EQUAL_LENGTH) if tokens.lengths[b[0]]]
         with torch.inference_mode():
-            for start in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch", disable=not progress,
-                              leave=False):
-                enc = self.tokenizer(list(texts[start : start + batch_size]), padding=True, truncation=True,
-                                     max_length=self.max_length, return_tensors="pt", return_special_tokens_mask=True)
-                special = enc.pop("special_tokens_mask").bool()
-                out = self.model(**{k: v.to(self.device) for k, v in enc.items()}, output_hidden_states=True)
-                states = torch.stack(out.hidden_states).float().cpu().numpy()
-                yield states, (enc["attention_mask"].bool() & ~special).numpy()
+            for run in tqdm(batches, desc=desc, unit="batch", disable=not progress, leave=False):
+                states = torch.stack([s.float() for s in self._forward(collate(tokens, run))]).cpu().numpy()
+                special = np.asarray([tokens.special[i] for i in run], dtype=bool)
+                yield states, np.ones_like(special) if self.decoder else ~special
 
     def token_ids(self, texts: Sequence[str], *, task_metadata: Any = None, prompt_type: Any = None
                   ) -> list[np.ndarray]:
@@ -281,20 +316,20 @@ class Backbone:
                       spans: list[Sequence[tuple[int, int]]] | None) -> dict[str, list[np.ndarray]]:
         import torch  # lazily: torch takes seconds to import
 
-        features = collate(tokens, run, self.tokenizer.pad)
-        inputs = {k: v.to(self.device) for k, v in features.items()}
-        outputs = self.model(**inputs, output_hidden_states=True)
-        states = outputs.hidden_states
+        features = collate(tokens, run, self._pad)
+        states = self._forward(features)
         if self.extraction.pooling == "first-last-avg":
-            hidden = (states[1] + states[-1]) / 2
+            hidden = (states[1].float() + states[-1].float()) / 2  # summed in float32, whatever the network's dtype
         else:
-            hidden = states[self.extraction.layer]
-        hidden = hidden.float().cpu()
+            hidden = states[self.extraction.layer].float()
+        hidden = hidden.cpu()
         mask = features["attention_mask"].bool()
         result: dict[str, list[np.ndarray]] = {}
         if "sentence" in kinds:
             if self.extraction.pooling == "cls":
                 pooled = hidden[:, 0]
+            elif self.extraction.pooling == "last-token":
+                pooled = hidden[torch.arange(len(run)), last_positions(mask)]
             else:
                 m = mask.unsqueeze(-1).float()
                 pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
@@ -312,3 +347,60 @@ class Backbone:
                                             self.max_length)
                                   for text, text_spans, (h, real), i in zip(texts, spans, own, run, strict=True)]
         return result
+
+    def _forward(self, features: dict[str, Any]) -> Any:
+        """Every hidden state of one batch; a padded batch of a decoder with position ids that follow its mask."""
+        mask = features["attention_mask"]
+        if self.decoder and not bool(mask.all()):
+            features = {**features, "position_ids": (mask.long().cumsum(-1) - 1).clamp(min=0)}
+        outputs = self.model(**{k: v.to(self.device) for k, v in features.items()}, output_hidden_states=True)
+        states = getattr(outputs, "hidden_states", None)
+        if states is None:
+            raise BackboneError(f"model {self.model_id!r} ({type(self.model).__name__}) returns no hidden states")
+        return states
+
+
+def last_positions(mask: Any) -> Any:
+    """Per row of an attention ``mask`` ``(batch, tokens)``, the index of its last real token (its last 1),
+    whichever side the padding is on.
+
+    >>> import torch
+    >>> last_positions(torch.tensor([[1, 1, 1, 0], [0, 1, 1, 1], [1, 1, 1, 1]])).tolist()
+    [2, 3, 3]
+    """
+    import torch  # lazily: torch takes seconds to import
+
+    return (mask.long() * torch.arange(1, mask.shape[1] + 1)).argmax(1)
+
+
+def is_decoder(config: Any) -> bool:
+    """Whether a model's config is a decoder's (causal attention: GPT-2, Llama, Qwen, Mistral): marked so, or of
+    a type transformers has a causal language model and no masked one for (BERT has both)."""
+    from transformers.models.auto.modeling_auto import (  # lazily: transformers loads torch
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    kind = getattr(config, "model_type", "")
+    return bool(getattr(config, "is_decoder", False)) or (
+        kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+
+def _padder(tokenizer: Any) -> Any:
+    """A ``pad`` for a tokenizer without a pad token (GPT-2's): rows filled on its padding side with its EOS id
+    (else 0) and a mask of 0, which no real token attends to."""
+    fill = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    left = getattr(tokenizer, "padding_side", "right") == "left"
+
+    def pad(columns: dict[str, list[Any]], **_: Any) -> dict[str, Any]:
+        import torch  # lazily: torch takes seconds to import
+
+        width = max(len(row) for row in columns["input_ids"])
+        out = {}
+        for name, rows in columns.items():
+            value = fill if name == "input_ids" else 0
+            out[name] = torch.tensor([[value] * (width - len(r)) + list(r) if left else list(r) + [value] *
+                                      (width - len(r)) for r in rows], dtype=torch.long)
+        return out
+
+    return pad

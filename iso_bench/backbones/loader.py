@@ -18,6 +18,7 @@ from iso_bench.backbones.base import EQUAL_LENGTH, BackboneError, model_label, r
 from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction
 from iso_bench.backbones.model_files import read_files
 from iso_bench.backbones.mteb_backbone import MtebBackbone, mteb_meta
+from iso_bench.backbones.precision import AUTO, PrecisionError, chosen_dtype
 from iso_bench.files import MANIFEST, folder_revision, verify_manifest
 
 MTEB, PIPELINE, HF = "mteb", "pipeline", "hf"
@@ -127,7 +128,8 @@ def _no_tokens(model: Resolved) -> str | None:
 
 def load_backbone(model_id: str, revision: str | None = None, *, device: str | None = None,
                   pooling: str | None = None, layer: int | None = None, trust_remote_code: bool = False,
-                  batch_size: int = 32, hidden_states: bool = False, batching: str = EQUAL_LENGTH) -> Any:
+                  batch_size: int = 32, hidden_states: bool = False, batching: str = EQUAL_LENGTH,
+                  dtype: str | None = None) -> Any:
     """The backbone that makes a model's raw vectors, the one factory the runner and the mteb loader call.
 
     A model that mteb's registry implements (and that is not an iso-bench variant) is run by that
@@ -138,7 +140,9 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
     ``hidden_states=True`` (an analysis over every layer, :func:`iso_bench.numerics.outliers.analyse`) always gives
     :class:`Backbone`. ``describe()["vectors"]`` says which path made the vectors (``"mteb"`` or ``"hf"``).
     ``batching`` is the batching policy (:func:`iso_bench.backbones.base.plan_batches`), recorded in the
-    extraction: equal token lengths per batch, so that a text's vector does not depend on its batch.
+    extraction: equal token lengths per batch, so that a text's vector does not depend on its batch. ``dtype`` is
+    the precision of iso-bench's own extraction (:data:`iso_bench.backbones.precision.DTYPES`; None: ``auto``, the
+    checkpoint's), recorded in it (:func:`extraction_dtype`); the other routes refuse one.
 
     Example:
         >>> bb = load_backbone("sentence-transformers/all-MiniLM-L6-v2")        # doctest: +SKIP
@@ -146,6 +150,7 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
         'mteb'
     """
     model = resolve(model_id, revision, pooling=pooling, layer=layer, hidden_states=hidden_states)
+    precision = extraction_dtype(model, dtype)
     if model.folder and (Path(model_id).expanduser() / MANIFEST).exists():  # an exported folder, on every route
         verify_manifest(Path(model_id).expanduser())
     if model.how == MTEB:
@@ -155,7 +160,7 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
         return pipeline_backbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
                                  batch_size=batch_size, batching=batching)
     revision = model.revision
-    extraction = replace(default_extraction(model_id, revision, model.modules), batching=batching)
+    extraction = replace(default_extraction(model_id, revision, model.modules), batching=batching, dtype=precision)
     if pooling is not None or layer is not None:
         extraction = Extraction(
             pooling=pooling or extraction.pooling,
@@ -163,10 +168,33 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
             normalize=extraction.normalize if pooling is None else False,
             max_length=extraction.max_length,
             batching=batching,
+            dtype=precision,
         )
     backbone = Backbone(model_id, revision, device=device, extraction=extraction, trust_remote_code=trust_remote_code)
     backbone.batch_size = batch_size
     return backbone
+
+
+def extraction_dtype(model: Resolved, dtype: str | None) -> str | None:
+    """The precision iso-bench's own extraction of ``model`` records for ``--dtype dtype`` (None for float32;
+    :func:`iso_bench.backbones.precision.chosen_dtype`): part of the cache key and of a result's setup. A model run
+    by mteb's implementation or its sentence-transformers pipeline runs in its own precision: None, and a
+    ``--dtype`` is refused in one line."""
+    if model.how != HF:
+        if dtype not in (None, AUTO):
+            route = "mteb's implementation of it" if model.how == MTEB else "its sentence-transformers pipeline"
+            raise PrecisionError(f"--dtype {dtype}: {model.model_id!r} is run by {route}, in its own precision; "
+                                 "--dtype applies to iso-bench's own extraction (pass --pooling or --layer), or "
+                                 "leave it out")
+        return None
+    return chosen_dtype(dtype, model.model_id, model.revision)
+
+
+def run_dtype(model_id: str, revision: str | None = None, dtype: str | None = None, *, pooling: str | None = None,
+              layer: int | None = None, hidden_states: bool = False) -> str | None:
+    """:func:`extraction_dtype` of a model named by its id and settings, without loading it."""
+    return extraction_dtype(resolve(model_id, revision, pooling=pooling, layer=layer, hidden_states=hidden_states),
+                            dtype)
 
 
 def peek_revision(model: str, revision: str | None = None, *, pooling: str | None = None, layer: int | None = None,

@@ -1,10 +1,11 @@
 """The ``iso-bench`` command line: all of its argparse, and a thin layer that parses, calls and prints.
 
-Each sub-command is a parser plus one ``cmd_*`` function (``set_defaults(func=...)``), here or, for
-``submission``, in :mod:`iso_bench.cli.submission`; the work is done by :mod:`iso_bench.grid.runner`,
-:mod:`iso_bench.export`, the report writers and the registries. The argument types live in :mod:`.arguments`, the
-console (log lines through progress bars, SIGTERM) in :mod:`.console`. ``iso-bench --help``, ``<command> --help``
-and ``iso-bench list`` import neither torch nor mteb: the defaults they show come from light modules.
+Each sub-command is a parser plus one ``cmd_*`` function (``set_defaults(func=...)``), here or, for ``outliers``
+and ``submission``, in :mod:`iso_bench.cli.outliers` and :mod:`iso_bench.cli.submission`; the work is done by
+:mod:`iso_bench.grid.runner`, :mod:`iso_bench.export`, the report writers and the registries. The argument types
+live in :mod:`.arguments`, the console (log lines through progress bars, SIGTERM) in :mod:`.console`. ``iso-bench
+--help``, ``<command> --help`` and ``iso-bench list`` import neither torch nor mteb: the defaults they show come from
+light modules.
 
 Errors: an :class:`~iso_bench.registry.IsoBenchError` (bad input: a name, a file, a parameter) is printed as
 ``iso-bench: error: <message>`` with exit status 2, and so is an error of the machine (a full disk, a
@@ -28,13 +29,12 @@ from pathlib import Path
 
 from iso_bench._version import __version__
 from iso_bench.backbones.hf_backbone import POOLINGS
-from iso_bench.backbones.loader import load_backbone
-from iso_bench.checks import check_results_dir, check_seeds, set_threads
+from iso_bench.backbones.precision import DTYPES
+from iso_bench.checks import check_seeds, set_threads
 from iso_bench.cli.arguments import device_name, method_spec, positive_int, seconds  # noqa: F401 - named here too
 from iso_bench.cli.console import Terminated, console, terminate_as_interrupt
+from iso_bench.cli.outliers import DTYPE_HELP, add_outliers, cmd_outliers, outlier_corpus  # noqa: F401 - named here too
 from iso_bench.cli.submission import add_submission
-from iso_bench.data.fit_corpus import read_text_file, task_texts
-from iso_bench.data.sources import get_task
 from iso_bench.export import ExportError, export
 from iso_bench.files import MANIFEST, remove_empty_folders, verify_manifest, written_to
 from iso_bench.grid.engines import make_engine
@@ -47,9 +47,8 @@ from iso_bench.kernels import MODE_ENV, MODES, kernel_mode, pin_kernels
 from iso_bench.kinds.cards import describe_tasks
 from iso_bench.methods.listing import describe_methods
 from iso_bench.mteb_plugin import DEFAULT_MODEL
-from iso_bench.numerics.outliers import analyse
 from iso_bench.registry import IsoBenchError
-from iso_bench.report import FORMATS, write_leaderboard, write_outlier_reports
+from iso_bench.report import FORMATS, write_leaderboard
 from iso_bench.results.benchmark import DEFAULT_METHODS
 from iso_bench.vectors.manage import describe, parse_size, prune
 from iso_bench.vectors.store import default_cache_dir
@@ -61,6 +60,7 @@ EPILOG = """examples:
   iso-bench list                                  # methods, suites and tasks
   iso-bench leaderboard results -o leaderboard.md # tables, plots and provenance from a results folder
   iso-bench outliers --model google-bert/bert-base-uncased  # outlier dimensions of every layer
+  iso-bench run --model ./my-decoder --pooling last-token --dtype bfloat16 --methods raw whiten --tasks STS16
   iso-bench cache list                            # what the raw-vector cache holds; `cache prune --max-size 20G`
   iso-bench export sentence-transformers/all-MiniLM-L6-v2+whiten --fit-corpus task:STSBenchmark -o minilm-whiten
 
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(func=cmd_list, network=False)
     listing.add_argument("--benchmarks", action="store_true", help="name every benchmark mteb knows (imports mteb)")
     _add_leaderboard(sub)
-    _add_outliers(sub)
+    add_outliers(sub)
     _add_cache(sub)
     _add_export(sub)
     add_submission(sub)
@@ -191,6 +191,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--pooling", choices=POOLINGS,
                      help="sentence pooling (default: the model's own, e.g. mean for sentence-transformers)")
     run.add_argument("--layer", type=int, help="hidden-state layer, 0 = embeddings, -1 = last (default: -1)")
+    run.add_argument("--dtype", choices=DTYPES, help=f"iso-bench's own extraction: {DTYPE_HELP} and of the results' "
+                     "setup; refused for a model mteb or its sentence-transformers pipeline runs")
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
     run.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (off by default)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars (model loading's too)")
@@ -251,28 +253,6 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
                        "as they are without the evaluation units (which are then not read)")
 
 
-def _add_outliers(sub: argparse._SubParsersAction) -> None:
-    out = sub.add_parser("outliers", help="neuron-level outlier analysis of every layer (Luo et al. 2021)",
-                         description="For each layer: the dimensions that most often hold a token vector's smallest "
-                         "or largest value, how often, their mean in standard deviations, and how their value "
-                         "varies with token position. Writes <model>-outliers.{md,json,png}.")
-    out.set_defaults(func=cmd_outliers, network=True)
-    out.add_argument("--model", default=DEFAULT_MODEL, help=f"hub id or local folder (default: {DEFAULT_MODEL})")
-    out.add_argument("--revision", help="model revision (default: the one mteb pins, else the latest)")
-    out.add_argument("--layers", nargs="+", type=int, metavar="L",
-                     help="hidden-state layers, 0 = embeddings, -1 = last (default: all)")
-    out.add_argument("--corpus", default="STSBenchmark",
-                     help="an mteb task whose test sentences form the corpus, or a text file (default: STSBenchmark)")
-    out.add_argument("--output", default="outliers", help="folder for the reports (default: ./outliers)")
-    out.add_argument("--top", type=positive_int, default=5, help="dimensions listed per layer (default: 5)")
-    out.add_argument("--data-dir", help="data directory (env ISO_BENCH_DATA_DIR)")
-    out.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: cuda when available)")
-    out.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
-    out.add_argument("--threads", type=positive_int, metavar="N",
-                     help="CPU threads for torch (env ISO_BENCH_THREADS; default: the CPUs not already busy)")
-    out.add_argument("--no-progress", action="store_true", help="hide progress bars (model loading's too)")
-
-
 # ---- commands -----------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
     """Methods (from the method registry), suites and tasks (from the task cards), mteb's benchmarks (their
@@ -289,7 +269,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         results_dir=args.results, data_dir=args.data_dir, cache_dir=args.cache_dir, device=args.device,
         batch_size=args.batch_size, fit_corpus=args.fit_corpus, fit_sample=args.fit_sample, seed=args.seed,
         fit_budget=args.fit_budget, token_cache_texts=args.token_cache_texts, seeds=args.seeds or (),
-        resamples=args.resamples, pooling=args.pooling, layer=args.layer, overwrite=args.overwrite,
+        resamples=args.resamples, pooling=args.pooling, layer=args.layer, dtype=args.dtype, overwrite=args.overwrite,
         threads=args.threads, progress=not args.no_progress, trust_remote_code=args.trust_remote_code,
         command=reproduce_command(args, args.model[0]), kernels=kernel_mode(args.kernels),
     )
@@ -330,29 +310,6 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         sys.stdout.write(written)
     else:
         print("wrote " + ", ".join(map(written_to, written)), file=sys.stderr)  # a symlink: through to its target
-    return 0
-
-
-def outlier_corpus(corpus: str, data_dir: str | None = None) -> tuple[list[str], str]:
-    """The texts of ``iso-bench outliers --corpus`` (a text file, one text per line, or an mteb task's test
-    sentences) and how the report names them."""
-    if Path(corpus).is_file():
-        return read_text_file(corpus), f"file {Path(corpus).name}"
-    return task_texts(get_task(corpus, data_dir)), f"{corpus} test sentences"
-
-
-def cmd_outliers(args: argparse.Namespace) -> int:
-    """Outlier dimensions of every layer of a model, as markdown, JSON and a figure."""
-    check_results_dir(args.output, "--output")
-    set_threads(args.threads)
-    texts, corpus = outlier_corpus(args.corpus, args.data_dir)
-    backbone = load_backbone(args.model, args.revision, device=args.device, hidden_states=True)
-    report = analyse(backbone, texts, args.layers, batch_size=args.batch_size, progress=not args.no_progress,
-                     corpus=corpus)
-    paths = write_outlier_reports(report, args.output, args.top)
-    for layer in report.layers:
-        print(f"layer {layer.layer:>2}: outliers {', '.join(map(str, layer.outliers)) or 'none'}")
-    print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 
 

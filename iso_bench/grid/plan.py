@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.backbones.base import EQUAL_LENGTH
+from iso_bench.backbones.loader import run_dtype
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, fit_budget
 from iso_bench.files import DATA_PLACEHOLDER, local_name
 from iso_bench.kernels import NATIVE, kernel_mode
@@ -62,6 +63,7 @@ class RunConfig:
     seeds: Sequence[int] = ()  # replicates: each seed once, for the variants with randomness (default: (seed,))
     pooling: str | None = None
     layer: int | None = None
+    dtype: str | None = None  # --dtype of iso-bench's own extraction (None: auto, the checkpoint's); see variant_dtype
     overwrite: bool = False
     resamples: int = 1000  # bootstrap resamples of each result's 95% interval (recorded with it)
     threads: int | None = None  # torch CPU threads (None: the idle CPUs); recorded, not part of the identity
@@ -225,13 +227,19 @@ def variant_meta_of(cfg: RunConfig, run: Any, spec: str) -> Any:
     fit = cfg.fit_corpus if cfg.fit_corpus in SETTINGS else "file"
     path = None if cfg.fit_corpus in SETTINGS else str(Path(cfg.fit_corpus).expanduser().resolve())
     loader = {"fit_corpus": fit, "fit_corpus_path": path, "seed": cfg.seed, "fit_sample": cfg.fit_sample,
-              "fit_budget": cfg.fit_budget, "pooling": cfg.pooling, "layer": cfg.layer,
+              "fit_budget": cfg.fit_budget, "pooling": cfg.pooling, "layer": cfg.layer, "dtype": cfg.dtype,
               "data_dir": None if cfg.data_dir is None else str(Path(cfg.data_dir).resolve())}
     experiment = setup_kwargs(spec, fit_corpus=cfg.fit_corpus, seed=cfg.seed, pooling=cfg.pooling, layer=cfg.layer,
-                              fit_sample=cfg.fit_sample, fit_budget=cfg.fit_budget)
+                              fit_sample=cfg.fit_sample, fit_budget=cfg.fit_budget, dtype=variant_dtype(cfg))
     loader = {k: v for k, v in loader.items() if v is not None}
     return variant_meta(cfg.model, spec, revision=run.revision, embed_dim=run.dim,
                         experiment=experiment, **loader)
+
+
+def variant_dtype(cfg: RunConfig) -> str | None:
+    """The precision a run's results are filed under (:func:`iso_bench.backbones.loader.run_dtype`: None for
+    float32 and for a model mteb or its pipeline runs), read from the model's files without loading it."""
+    return run_dtype(cfg.model, cfg.revision, cfg.dtype, pooling=cfg.pooling, layer=cfg.layer)
 
 
 def reproduce_command(args: Any, model: str) -> str:
@@ -248,10 +256,11 @@ def reproduce_command(args: Any, model: str) -> str:
     if getattr(args, "data_dir", None):
         parts += ["--data-dir", DATA_PLACEHOLDER]
     defaults = {"--fit-corpus": "task", "--fit-sample": None, "--fit-budget": None, "--seed": 0, "--pooling": None,
-                "--layer": None}
+                "--layer": None, "--dtype": "auto"}
     corpus = args.fit_corpus if args.fit_corpus in (None, *SETTINGS) else local_name(args.fit_corpus)
     given = {"--fit-corpus": corpus, "--fit-sample": args.fit_sample, "--fit-budget": args.fit_budget,
-             "--seed": None if args.seeds else args.seed, "--pooling": args.pooling, "--layer": args.layer}
+             "--seed": None if args.seeds else args.seed, "--pooling": args.pooling, "--layer": args.layer,
+             "--dtype": getattr(args, "dtype", None)}
     for flag, value in given.items():
         if value is not None and value != defaults[flag]:
             parts += [flag, str(value)]

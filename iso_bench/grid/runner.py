@@ -23,6 +23,7 @@ from typing import Any
 
 from iso_bench.backbones.base import model_label
 from iso_bench.backbones.loader import load_backbone, peek_revision
+from iso_bench.backbones.precision import check_dtype_device
 from iso_bench.checks import (
     check_device,
     check_methods,
@@ -43,6 +44,7 @@ from iso_bench.grid.plan import found as _found
 from iso_bench.grid.plan import missing_results as _missing
 from iso_bench.grid.plan import seeded as _seeded
 from iso_bench.grid.plan import stopped as _stopped
+from iso_bench.grid.plan import variant_dtype as _variant_dtype
 from iso_bench.grid.plan import variant_meta_of as _variant_meta
 from iso_bench.grid.tasks import build_task, get_task, resolve  # noqa: F401 - get_task: named here for callers
 from iso_bench.kernels import check_kernels, pin_kernels
@@ -150,6 +152,7 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     check_device(cfg.device)
     set_threads(cfg.threads)
     check_kernels(cfg.device or "cpu")  # the mode's kernels are those in force, else one clear error
+    check_dtype_device(_variant_dtype(cfg), cfg.device)  # refused on mteb's and the pipeline's routes, or the device
     model = describe_model(cfg.model, cfg.revision, pooling=cfg.pooling, layer=cfg.layer)  # what it is, read once
     dims = model.dims()
     if model.disagreement():  # mteb's embed_dim is not the width (gte-Qwen2's 8,960): said, not refused
@@ -182,12 +185,12 @@ def build_backbone(cfg: RunConfig) -> Any:
     """The backbone of a run: mteb's own implementation of a model mteb knows, else iso-bench's (see
     :func:`iso_bench.backbones.loader.load_backbone`); the one loaded last in this process when the settings match."""
     key = (cfg.model, cfg.revision, cfg.device, cfg.pooling, cfg.layer, cfg.trust_remote_code, cfg.batch_size,
-           cfg.batching)
+           cfg.batching, cfg.dtype)
     if key not in _LOADED:
         _LOADED.clear()
         _LOADED[key] = load_backbone(cfg.model, cfg.revision, device=cfg.device, pooling=cfg.pooling,
                                      layer=cfg.layer, trust_remote_code=cfg.trust_remote_code,
-                                     batch_size=cfg.batch_size, batching=cfg.batching)
+                                     batch_size=cfg.batch_size, batching=cfg.batching, dtype=cfg.dtype)
     return _LOADED[key]
 
 

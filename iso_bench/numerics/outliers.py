@@ -19,6 +19,13 @@ coordinate, how far their mean lies from the other dimensions', and how their va
 position. It streams over batches (every layer of every token is never held at once) and uses the same
 detection as the ``clip`` method. :func:`iso_bench.report.write_outlier_reports` writes its reports.
 
+Decoders carry another kind: a few dimensions of huge value at the first position only (BOS, or the first token:
+"massive activations", outlier features of LLMs). Over all tokens such a dimension is the extreme of one vector in
+a text's length, too rarely to be detected, and its mean is diluted; so each layer is also analysed over the
+first-position vectors alone (:attr:`LayerReport.first_outliers`, the same rule), and per dimension
+:attr:`LayerReport.first_share` is the share of its extreme values (the vectors in which it is the smallest or
+largest coordinate) that lie at the first position: 1.0 for a first-position-only dimension.
+
 Example:
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 64))
@@ -35,9 +42,15 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.registry import IsoBenchError
+
 DEFAULT_MIN_Z = 3.0
 """Default ``min_z``: "several standard deviations" (Luo et al.). Among d means of isotropic data
 ``|z| >= 3`` happens by chance in ~0.3% of dimensions, and detection needs the fraction test as well."""
+
+
+class OutlierError(IsoBenchError, ValueError):
+    """The analysis cannot run as asked: a layer the model does not have, a corpus without tokens."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +226,9 @@ class LayerReport:
     outliers: list[int]
     position_mean: np.ndarray  # (MAX_POSITION, dim): mean value per token position (1 = first real token)
     position_count: np.ndarray  # (MAX_POSITION,)
+    first: OutlierStats | None = None  # the statistics of the first-position vectors alone
+    first_outliers: list[int] = field(default_factory=list)  # the outliers among them (detect_outliers)
+    first_share: np.ndarray | None = None  # (dim,): share of the dimension's extreme values at the first position
 
     def position_correlation(self, dim: int) -> float:
         """Pearson correlation between token position and the dimension's mean value at that position."""
@@ -223,9 +239,15 @@ class LayerReport:
             return float("nan")
         return float(np.corrcoef(pos, values)[0, 1])
 
+    def share(self, dim: int) -> float | None:
+        """:attr:`first_share` of ``dim``; None where it is never the extreme (or none was measured)."""
+        value = float("nan") if self.first_share is None else float(self.first_share[dim])
+        return _finite_or_none(value)
+
     def top(self, k: int) -> list[dict[str, Any]]:
+        """The ``k`` dimensions most often extreme, then any first-position outlier not among them."""
         rows = []
-        for j in self.stats.top(k):
+        for j in [*self.stats.top(k), *(j for j in self.first_outliers if j not in self.stats.top(k))]:
             rows.append({
                 "dim": j,
                 "argmin_fraction": float(self.stats.argmin_fraction[j]),
@@ -234,6 +256,8 @@ class LayerReport:
                 "mean_z": float(self.stats.mean_z[j]),
                 "position_correlation": _finite_or_none(self.position_correlation(j)),
                 "outlier": j in self.outliers,
+                "first_share": self.share(j),
+                "first_outlier": j in self.first_outliers,
             })
         return rows
 
@@ -248,13 +272,16 @@ class OutlierReport:
     n_texts: int
     n_tokens: int
     layers: list[LayerReport] = field(default_factory=list)
+    tokens: str = "special tokens excluded"  # which token vectors were analysed
+    extraction: dict[str, Any] = field(default_factory=dict)  # how the network was run (its dtype, when not float32)
 
     def to_dict(self, top: int = 10) -> dict[str, Any]:
         return {
             "model": self.model, "revision": self.revision, "corpus": self.corpus,
-            "n_texts": self.n_texts, "n_tokens": self.n_tokens,
+            "n_texts": self.n_texts, "n_tokens": self.n_tokens, "tokens": self.tokens, **self.extraction,
             "detection": "fraction as argmin/argmax >= max(10/d, 0.05) (capped at 0.5) and |mean z| >= 3",
-            "layers": [{"layer": r.layer, "outliers": r.outliers, "top": r.top(top),
+            "layers": [{"layer": r.layer, "outliers": r.outliers, "first_position_outliers": r.first_outliers,
+                        "top": r.top(top),
                         "position_profile": {str(j): _rounded(r.position_mean[r.position_count > 0, j])
                                              for j in r.outliers}} for r in self.layers],
         }
@@ -273,7 +300,8 @@ def analyse(backbone: Any, texts: Sequence[str], layers: Sequence[int] | None = 
     """Accumulate per-layer statistics of every real token vector of ``texts``; see the module doc.
 
     ``backbone`` is an :class:`iso_bench.backbones.hf_backbone.Backbone` (or anything with ``model.config``, ``dim``,
-    ``model_id``, ``revision`` and ``iter_hidden_states``).
+    ``model_id``, ``revision`` and ``iter_hidden_states``; ``decoder`` true where its first position and special
+    tokens are analysed too, ``describe()`` for the precision it ran in).
 
     >>> report = analyse(backbone, sentences, layers=None)           # doctest: +SKIP
     >>> report.layers[-1].outliers                                   # doctest: +SKIP
@@ -283,32 +311,59 @@ def analyse(backbone: Any, texts: Sequence[str], layers: Sequence[int] | None = 
     wanted = list(range(n_states)) if layers is None else [lay % n_states for lay in layers]
     for lay in layers or []:
         if not -n_states <= lay < n_states:
-            raise ValueError(f"layer {lay} does not exist: the model has hidden states 0..{n_states - 1}")
+            raise OutlierError(f"layer {lay} does not exist: the model has hidden states 0..{n_states - 1}")
     d = backbone.dim
-    acc = {lay: {"n": 0, "argmin": np.zeros(d, np.int64), "argmax": np.zeros(d, np.int64),
-                 "sum": np.zeros(d), "sumsq": np.zeros(d),
-                 "pos_sum": np.zeros((MAX_POSITION, d)), "pos_n": np.zeros(MAX_POSITION, np.int64)} for lay in wanted}
+    acc = {lay: {"all": _Moments(d), "first": _Moments(d), "pos_sum": np.zeros((MAX_POSITION, d)),
+                 "pos_n": np.zeros(MAX_POSITION, np.int64)} for lay in wanted}
     for states, real in backbone.iter_hidden_states(texts, batch_size=batch_size, progress=progress,
                                                     desc="outlier analysis"):
         position = np.minimum(np.cumsum(real, axis=1), MAX_POSITION)[real] - 1  # 0-based bucket per real token
         for lay in wanted:
             X = states[lay][real].astype(np.float64)
             a = acc[lay]
-            a["n"] += len(X)
-            a["argmin"] += np.bincount(X.argmin(axis=1), minlength=d)
-            a["argmax"] += np.bincount(X.argmax(axis=1), minlength=d)
-            a["sum"] += X.sum(0)
-            a["sumsq"] += (X * X).sum(0)
+            a["all"].add(X)
+            a["first"].add(X[position == 0])
             np.add.at(a["pos_sum"], position, X)
             a["pos_n"] += np.bincount(position, minlength=MAX_POSITION)
-    report = OutlierReport(backbone.model_id, str(backbone.revision), corpus, len(texts), acc[wanted[0]]["n"])
+    tokens = "every token, the first position and special tokens included" if getattr(backbone, "decoder", False) \
+        else "special tokens excluded"
+    extraction = backbone.describe().get("extraction", {}) if hasattr(backbone, "describe") else {}
+    report = OutlierReport(backbone.model_id, str(backbone.revision), corpus, len(texts), acc[wanted[0]]["all"].n,
+                           tokens=tokens, extraction={"dtype": extraction["dtype"]} if "dtype" in extraction else {})
     if report.n_tokens == 0:
-        raise ValueError("the corpus has no tokens to analyse")
+        raise OutlierError("the corpus has no tokens to analyse")
     for lay in wanted:
         a = acc[lay]
-        mean = a["sum"] / a["n"]
-        std = np.sqrt(np.maximum(a["sumsq"] / a["n"] - mean * mean, 0.0))
-        stats = stats_from_moments(a["n"], a["argmin"], a["argmax"], mean, std)
+        stats, first = a["all"].stats(), a["first"].stats()
+        extremes = a["all"].argmin + a["all"].argmax
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(extremes > 0, (a["first"].argmin + a["first"].argmax) / extremes, np.nan)
         pos_mean = a["pos_sum"] / np.maximum(a["pos_n"], 1)[:, None]
-        report.layers.append(LayerReport(lay, stats, detect_outliers(stats), pos_mean, a["pos_n"]))
+        report.layers.append(LayerReport(lay, stats, detect_outliers(stats), pos_mean, a["pos_n"], first,
+                                         detect_outliers(first), share))
     return report
+
+
+class _Moments:
+    """Counts and sums of a stream of vectors, for :func:`stats_from_moments`."""
+
+    def __init__(self, d: int) -> None:
+        self.n = 0
+        self.argmin, self.argmax = np.zeros(d, np.int64), np.zeros(d, np.int64)
+        self.sum, self.sumsq = np.zeros(d), np.zeros(d)
+
+    def add(self, X: np.ndarray) -> None:
+        if not len(X):
+            return
+        d = X.shape[1]
+        self.n += len(X)
+        self.argmin += np.bincount(X.argmin(axis=1), minlength=d)
+        self.argmax += np.bincount(X.argmax(axis=1), minlength=d)
+        self.sum += X.sum(0)
+        self.sumsq += (X * X).sum(0)
+
+    def stats(self) -> OutlierStats:
+        n = max(self.n, 1)
+        mean = self.sum / n
+        return stats_from_moments(n, self.argmin, self.argmax, mean, np.sqrt(np.maximum(self.sumsq / n - mean * mean,
+                                                                                       0.0)))

@@ -262,7 +262,7 @@ def plot_outliers(report: OutlierReport, path: str | Path, top: int = 5) -> None
     import numpy as np  # lazily: numpy stays out of light commands
 
     plt = _pyplot()
-    dims = sorted({j for r in report.layers for j in r.stats.top(top)})
+    dims = sorted({j for r in report.layers for j in (*r.stats.top(top), *r.first_outliers)})
     grid = np.array([[r.stats.fraction[j] for j in dims] for r in report.layers])
     fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(dims) + 2), 0.4 * len(report.layers) + 1.5), dpi=100)
     image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=1)

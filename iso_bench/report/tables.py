@@ -324,20 +324,29 @@ def render_outlier_markdown(report: OutlierReport, top: int = 5, png_name: str |
     """A markdown report: per layer, the detected outliers and the top dimensions with their statistics."""
     lines = [f"# Outlier dimensions of {md_text(report.model)}", "",
              f"Revision {md_code(report.revision)}; corpus: {md_text(report.corpus)} ({report.n_texts:,} texts, "
-             f"{report.n_tokens:,} token vectors, special tokens excluded).", "",
+             f"{report.n_tokens:,} token vectors, {report.tokens}"
+             f"{'; run in ' + report.extraction['dtype'] if report.extraction.get('dtype') else ''}).", "",
              "A dimension is an outlier when it is the smallest or largest coordinate of at least max(10/d, 5%) "
              "of the token vectors and its mean lies at least 3 standard deviations (of the other dimensions' "
              "means) from the others; `clip` uses the same rule. *pos. corr.* is the Pearson correlation between "
-             "token position and the dimension's mean value at that position.", ""]
+             "token position and the dimension's mean value at that position. *first-pos. share* is the share of the "
+             "vectors in which the dimension is the smallest or largest coordinate that are a text's first; "
+             "*first-position dimensions* are the outliers of the first-position vectors alone (the same rule): "
+             "dimensions of huge value at the first token only, as decoders carry, which the counts over all "
+             "tokens dilute.", ""]
     if png_name:
         lines += [f"![extreme-value fraction per layer]({png_name})", ""]
-    summary = [[r.layer, ", ".join(map(str, r.outliers)) or "none"] for r in report.layers]
-    lines += [tabulate(summary, headers=["layer", "outlier dimensions"], tablefmt="github", disable_numparse=True), ""]
+    summary = [[r.layer, ", ".join(map(str, r.outliers)) or "none", ", ".join(map(str, r.first_outliers)) or "none"]
+               for r in report.layers]
+    lines += [tabulate(summary, headers=["layer", "outlier dimensions", "first-position dimensions"],
+                       tablefmt="github", disable_numparse=True), ""]
     for r in report.layers:
         rows = [[t["dim"], f"{t['argmin_fraction']:.3f}", f"{t['argmax_fraction']:.3f}", f"{t['mean']:.3f}",
                  f"{t['mean_z']:.1f}", "–" if t["position_correlation"] is None else f"{t['position_correlation']:.2f}",
-                 "yes" if t["outlier"] else ""] for t in r.top(top)]
+                 "–" if t["first_share"] is None else f"{t['first_share']:.2f}",
+                 "yes" if t["outlier"] else "", "yes" if t["first_outlier"] else ""] for t in r.top(top)]
         lines += [f"## Layer {r.layer}", "",
                   tabulate(rows, headers=["dim", "argmin frac.", "argmax frac.", "mean", "mean z", "pos. corr.",
-                                          "outlier"], tablefmt="github", disable_numparse=True), ""]
+                                          "first-pos. share", "outlier", "first-position"], tablefmt="github",
+                           disable_numparse=True), ""]
     return "\n".join(lines)
