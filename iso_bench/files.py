@@ -11,7 +11,6 @@ Example:
 from __future__ import annotations
 
 import errno
-import glob
 import hashlib
 import json
 import logging
@@ -23,7 +22,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -87,27 +86,6 @@ def remove_stale_temporaries(folder: Path, stale_after: float = STALE_AFTER) -> 
                 tmp.unlink()
                 gone.append(tmp)
         except FileNotFoundError:  # renamed into place or removed meanwhile by the write that made it
-            pass
-    return gone
-
-
-def remove_stale_temporary_folders(folder: Path, name: str, stale_after: float = STALE_AFTER) -> list[Path]:
-    """Delete the temporary folders beside ``folder / name`` that a whole-folder write (an export, a submission)
-    left when its writer died: directories ``.<name>@<host>@<pid>-*`` (with or without ``.tmp``), judged as
-    :func:`remove_stale_temporaries` judges files. Only those of ``name``: nothing else in ``folder`` is
-    touched. Returns what was deleted."""
-    gone = []
-    here = host_name()
-    for tmp in Path(folder).glob(f"{glob.escape('.' + name)}@*@*-*"):
-        host, pid = _writer(tmp.name)
-        try:
-            if not tmp.is_dir() or tmp.is_symlink() or pid is None:
-                continue
-            stale = not _alive(pid) if host == here else time.time() - tmp.stat().st_mtime > stale_after
-            if stale:
-                shutil.rmtree(tmp)
-                gone.append(tmp)
-        except FileNotFoundError:  # renamed into place or removed meanwhile by its writer
             pass
     return gone
 
@@ -182,11 +160,21 @@ def written_to(path: Path) -> str:
     return f"{path} (a symlink: written through to {os.path.realpath(path)})" if path.is_symlink() else str(path)
 
 
+def process_umask() -> int:
+    """This process's umask, read from ``/proc/self/status`` without changing it (setting it to read it back races
+    with other threads' file creation); where that cannot be read, set and restored."""
+    with suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def default_file_mode() -> int:
     """0o666 less the process umask: what ``open(path, "w")`` would create (``mkstemp`` uses 0o600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
+    return 0o666 & ~process_umask()
 
 
 @contextmanager
