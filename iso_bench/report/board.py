@@ -39,6 +39,7 @@ from iso_bench.report.results import LeaderboardError, Result
 from iso_bench.report.setups import replicates
 from iso_bench.report.uncertainty import Bootstrap, annotate, spread_cells
 from iso_bench.report.units import UnitsStore
+from iso_bench.results.result_files import MODIFIED
 
 ISOTROPY_METRICS: tuple[tuple[str, str], ...] = tuple(
     (f"{level}_{key}", f"{level} {label}") for level in ("sentence", "token")
@@ -110,11 +111,13 @@ def _cells(values: Sequence[float | None], refs: Sequence[float | None], ranked:
     difference is shown (``marks``: :meth:`Index.marks`)."""
     places = PERCENT_DECIMALS if percent else 6
     shown, refs = ([None if v is None else round(v, places) if percent else v for v in vs] for vs in (values, refs))
-    eligible = list(eligible) or [True] * len(shown)
+    marks = list(marks) or [("", "")] * len(shown)
+    eligible = [ok and own != MODIFIED for ok, (own, _) in  # a modified result is never best
+                zip(list(eligible) or [True] * len(shown), marks, strict=True)]
     candidates = [v for v, ok in zip(shown, eligible, strict=True) if v is not None and ok]
     top = max(candidates, default=None) if ranked else None
     cells = []
-    for v, ref, (own, of_ref), ok in zip(shown, refs, marks or [("", "")] * len(shown), eligible, strict=True):
+    for v, ref, (own, of_ref), ok in zip(shown, refs, marks, eligible, strict=True):
         delta = None if v is None or ref is None else round(v - ref, places) + 0.0
         mark = "" if v is None else worst(own, of_ref if delta is not None else "")
         cells.append(Cell(v, delta, ok and top is not None and v == top, mark=mark))
@@ -261,8 +264,9 @@ def _finite(value: Any) -> float | None:
 def _compared(ix: Index, lines: Sequence[Line], tasks: Sequence[str]) -> list[tuple[Line, str]]:
     """One model's rows in the comparison: its best row(s) by the mean of ``tasks`` (ties: all), after the raw
     row(s) they are compared with (every raw row when no row has the mean); tags as in :func:`_comparison`."""
-    means = {line: round(m, PERCENT_DECIMALS) for line in lines
-             if ix.ranked(line) and (m := ix.mean(line, tasks)) is not None}
+    means = {line: round(m, PERCENT_DECIMALS) for line in lines  # a modified result is never best
+             if ix.ranked(line) and (m := ix.mean(line, tasks)) is not None
+             and ix.marks([line], tasks)[0][0] != MODIFIED}
     best = [line for line, m in means.items() if m == max(means.values())]
     raws = [line for line in lines if line.variant == "raw"]
     shown = [r for r in raws if r in best or any(ix.raw[b] == r for b in best)] or raws

@@ -64,6 +64,7 @@ class Result:
     path: Path | None = None  # the result file, as found under the folder given (its units file lies beside it)
     subsets: tuple[Mapping[str, Any], ...] = ()  # the iso_bench record of every entry (subset) of its split
     units_check: str = ""  # MODIFIED when a units file no longer matches the sha256 recorded for it, else ""
+    units_why: str = ""  # with units_check: UNITS_CHANGED (its bytes) or SCORE_CHANGED (a main score they don't give)
     main_scores: tuple[float, ...] = ()  # the main score of every entry (subset) of its split, as in the file
 
     @property
