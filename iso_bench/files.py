@@ -289,6 +289,17 @@ def read_manifest(folder: Path) -> dict[str, str] | None:
     return files if ok else None
 
 
+def inside(name: str) -> bool:
+    """Whether a manifest's entry names a file inside its folder: a relative POSIX path without ``..``, ``.`` or an
+    empty part (``../x``, ``/etc/x``, ``a//b`` are not).
+
+    >>> inside("1_Dense/model.safetensors"), inside("../x"), inside("/etc/passwd")
+    (True, False, False)
+    """
+    parts = name.split("/")
+    return bool(name) and "\\" not in name and all(p not in ("", ".", "..") for p in parts)
+
+
 def manifest_differences(folder: Path, files: dict[str, str]) -> dict[str, list[str]]:
     """What in ``folder`` differs from ``files`` (its manifest): ``changed`` (bytes that are not the listed
     SHA-256), ``missing`` (listed, not there) and ``unexpected`` (there, not listed: files, links, folders that
@@ -297,6 +308,9 @@ def manifest_differences(folder: Path, files: dict[str, str]) -> dict[str, list[
     listed_dirs = {parent.as_posix() for name in files for parent in Path(name).parents if parent != Path(".")}
     changed, missing, unexpected = [], [], []
     for name, digest in sorted(files.items()):
+        if not inside(name):  # never followed out of the folder: a listed file that is not in it is missing
+            missing.append(name)
+            continue
         path = folder / name
         if path.is_symlink() or not path.is_file():
             missing.append(name)
@@ -315,10 +329,18 @@ def manifest_differences(folder: Path, files: dict[str, str]) -> dict[str, list[
 def verify_manifest(folder: Path) -> list[str]:
     """Check every file :data:`MANIFEST` lists in ``folder`` against its SHA-256; raise :class:`ManifestError`
     naming those changed or missing (and saying what to do). Returns the files there that it does not list."""
+    if not Path(folder).is_dir():
+        raise ManifestError(f"{folder}: no such folder" if file_kind(Path(folder)) is None else
+                            f"{folder}: is {file_kind(Path(folder))}, not a folder; give an exported folder")
     files = read_manifest(folder)
     if files is None:
         raise ManifestError(f"{folder}: no readable {MANIFEST}, so its files cannot be checked (an export of an "
                             "earlier version, or not an iso-bench export): export it again")
+    outside = sorted(name for name in files if not inside(name))
+    if outside:
+        raise ManifestError(f"{folder}: its {MANIFEST} lists files outside the folder ({', '.join(outside[:5])}), "
+                            "which are never read: not a manifest iso-bench wrote; do not use the folder, export it "
+                            "again")
     found = manifest_differences(folder, files)
     bad = [f"{name} (changed: its SHA-256 is not the recorded one)" for name in found["changed"]]
     bad += [f"{name} (missing)" for name in found["missing"]]

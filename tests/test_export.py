@@ -168,6 +168,27 @@ def test_verify_checks_every_file_of_the_manifest(tmp_path, capsys) -> None:
     assert "no readable iso_bench_manifest.json" in line
 
 
+def test_verify_stays_inside_the_folder_and_says_a_missing_one_is_missing(tmp_path, capsys) -> None:
+    """A manifest listing ``../x`` or an absolute path (whose SHA-256 is that file's) is refused naming them, and
+    nothing outside is read; a folder that is not there is said to be missing."""
+    import hashlib
+    import json
+
+    folder = _earlier_export(tmp_path / "export")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not the export's", encoding="utf-8")
+    listed = json.loads((folder / "iso_bench_manifest.json").read_text())
+    digest = hashlib.sha256(outside.read_bytes()).hexdigest()
+    listed["files"].update({"../secret.txt": digest, str(outside): digest})
+    (folder / "iso_bench_manifest.json").write_text(json.dumps(listed), encoding="utf-8")
+    line = _error_line(capsys, ["export", "--verify", str(folder)])
+    assert line == (f"iso-bench: error: {folder}: its iso_bench_manifest.json lists files outside the folder "
+                    f"(../secret.txt, {outside}), which are never read: not a manifest iso-bench wrote; do not use "
+                    "the folder, export it again")
+    assert _error_line(capsys, ["export", "--verify", str(tmp_path / "gone")]) == (
+        f"iso-bench: error: {tmp_path / 'gone'}: no such folder")
+
+
 # ---- Dense modules of an affine map ------------------------------------------------------------------------
 def test_dense_modules_apply_the_affine_map_in_float32() -> None:
     """Offset first, through an identity matrix (exact) and a bias, then the matrix: the whitened vectors of
