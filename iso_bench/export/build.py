@@ -221,12 +221,13 @@ def _write_export(encoder: Any, task_name: str | None, target: Path, output: str
     with whole_folder(target, output, lambda: check_output(output, overwrite), ExportError) as folder:
         try:
             check_space(folder)  # tests: a full disk (ISO_BENCH_FULL_DISK)
-            st.save(str(folder), create_model_card=False)
+            save_pipeline(st, folder)
             append_modules(folder, modules)
             from iso_bench.export.module import write_state  # lazily: it imports torch
 
             record["state"] = write_state(method, folder / STEM, arrays)
-            (folder / RECORD).write_text(json.dumps(record, indent=2, default=_plain) + "\n", encoding="utf-8")
+            (folder / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True, default=_plain) + "\n",
+                                         encoding="utf-8")
             (folder / "README.md").write_text(model_card(record, target.name), encoding="utf-8")
             write_manifest(folder)
         except OSError as exc:  # said for the folder asked for, not for the temporary one
@@ -237,6 +238,25 @@ def _write_export(encoder: Any, task_name: str | None, target: Path, output: str
             raise ExportError(f"-o {output}: cannot write the model's weights ({exc}); free space there or choose "
                               "another folder, then run the same command again") from None
     return record
+
+
+def save_pipeline(st: Any, folder: Path) -> None:
+    """``st.save`` into ``folder``, its tokenizer saved without the truncation and padding that the last encode
+    left on the live tokenizer (a tokenizer.json that would differ between an export that encoded its texts and
+    one that read them from the cache): cleared on a copy of the tokenizer's backend, the live one untouched."""
+    tokenizer = getattr(st, "tokenizer", None)
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if backend is None or not hasattr(backend, "no_truncation"):
+        st.save(str(folder), create_model_card=False)
+        return
+    clean = type(backend).from_str(backend.to_str())
+    clean.no_truncation()
+    clean.no_padding()
+    tokenizer._tokenizer = clean
+    try:
+        st.save(str(folder), create_model_card=False)
+    finally:
+        tokenizer._tokenizer = backend
 
 
 def post_processing(method: Method, level: str, backbone: Any) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
