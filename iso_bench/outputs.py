@@ -60,7 +60,7 @@ def resolve_output(output: str | os.PathLike[str], error: type[Exception], flag:
         where = "the working folder" if target == cwd else "a folder above the working folder"
         raise error(f"{flag} {output}: is {where} ({target}); the output is written under a new name and renamed "
                     "into place, which cannot be done to a folder that holds the working folder: name a new folder "
-                    f"(e.g. {flag} ./{target.name or 'output'}-new)")
+                    f"beside it (e.g. {flag} {target.parent / ((target.name or 'output') + '-new')})")
     return target
 
 
