@@ -11,7 +11,6 @@ Example:
 from __future__ import annotations
 
 import errno
-import glob
 import hashlib
 import json
 import logging
@@ -23,7 +22,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -87,27 +86,6 @@ def remove_stale_temporaries(folder: Path, stale_after: float = STALE_AFTER) -> 
                 tmp.unlink()
                 gone.append(tmp)
         except FileNotFoundError:  # renamed into place or removed meanwhile by the write that made it
-            pass
-    return gone
-
-
-def remove_stale_temporary_folders(folder: Path, name: str, stale_after: float = STALE_AFTER) -> list[Path]:
-    """Delete the temporary folders beside ``folder / name`` that a whole-folder write (an export, a submission)
-    left when its writer died: directories ``.<name>@<host>@<pid>-*`` (with or without ``.tmp``), judged as
-    :func:`remove_stale_temporaries` judges files. Only those of ``name``: nothing else in ``folder`` is
-    touched. Returns what was deleted."""
-    gone = []
-    here = host_name()
-    for tmp in Path(folder).glob(f"{glob.escape('.' + name)}@*@*-*"):
-        host, pid = _writer(tmp.name)
-        try:
-            if not tmp.is_dir() or tmp.is_symlink() or pid is None:
-                continue
-            stale = not _alive(pid) if host == here else time.time() - tmp.stat().st_mtime > stale_after
-            if stale:
-                shutil.rmtree(tmp)
-                gone.append(tmp)
-        except FileNotFoundError:  # renamed into place or removed meanwhile by its writer
             pass
     return gone
 
@@ -182,11 +160,21 @@ def written_to(path: Path) -> str:
     return f"{path} (a symlink: written through to {os.path.realpath(path)})" if path.is_symlink() else str(path)
 
 
+def process_umask() -> int:
+    """This process's umask, read from ``/proc/self/status`` without changing it (setting it to read it back races
+    with other threads' file creation); where that cannot be read, set and restored."""
+    with suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def default_file_mode() -> int:
     """0o666 less the process umask: what ``open(path, "w")`` would create (``mkstemp`` uses 0o600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
+    return 0o666 & ~process_umask()
 
 
 @contextmanager
@@ -301,6 +289,17 @@ def read_manifest(folder: Path) -> dict[str, str] | None:
     return files if ok else None
 
 
+def inside(name: str) -> bool:
+    """Whether a manifest's entry names a file inside its folder: a relative POSIX path without ``..``, ``.`` or an
+    empty part (``../x``, ``/etc/x``, ``a//b`` are not).
+
+    >>> inside("1_Dense/model.safetensors"), inside("../x"), inside("/etc/passwd")
+    (True, False, False)
+    """
+    parts = name.split("/")
+    return bool(name) and "\\" not in name and all(p not in ("", ".", "..") for p in parts)
+
+
 def manifest_differences(folder: Path, files: dict[str, str]) -> dict[str, list[str]]:
     """What in ``folder`` differs from ``files`` (its manifest): ``changed`` (bytes that are not the listed
     SHA-256), ``missing`` (listed, not there) and ``unexpected`` (there, not listed: files, links, folders that
@@ -309,6 +308,9 @@ def manifest_differences(folder: Path, files: dict[str, str]) -> dict[str, list[
     listed_dirs = {parent.as_posix() for name in files for parent in Path(name).parents if parent != Path(".")}
     changed, missing, unexpected = [], [], []
     for name, digest in sorted(files.items()):
+        if not inside(name):  # never followed out of the folder: a listed file that is not in it is missing
+            missing.append(name)
+            continue
         path = folder / name
         if path.is_symlink() or not path.is_file():
             missing.append(name)
@@ -327,10 +329,18 @@ def manifest_differences(folder: Path, files: dict[str, str]) -> dict[str, list[
 def verify_manifest(folder: Path) -> list[str]:
     """Check every file :data:`MANIFEST` lists in ``folder`` against its SHA-256; raise :class:`ManifestError`
     naming those changed or missing (and saying what to do). Returns the files there that it does not list."""
+    if not Path(folder).is_dir():
+        raise ManifestError(f"{folder}: no such folder" if file_kind(Path(folder)) is None else
+                            f"{folder}: is {file_kind(Path(folder))}, not a folder; give an exported folder")
     files = read_manifest(folder)
     if files is None:
         raise ManifestError(f"{folder}: no readable {MANIFEST}, so its files cannot be checked (an export of an "
                             "earlier version, or not an iso-bench export): export it again")
+    outside = sorted(name for name in files if not inside(name))
+    if outside:
+        raise ManifestError(f"{folder}: its {MANIFEST} lists files outside the folder ({', '.join(outside[:5])}), "
+                            "which are never read: not a manifest iso-bench wrote; do not use the folder, export it "
+                            "again")
     found = manifest_differences(folder, files)
     bad = [f"{name} (changed: its SHA-256 is not the recorded one)" for name in found["changed"]]
     bad += [f"{name} (missing)" for name in found["missing"]]

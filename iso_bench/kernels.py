@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,14 @@ FIRST_OPENBLAS = "SkylakeX"
 _MKL_CBWR = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
              10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
 _previous: dict[str, tuple[str | None, str]] = {}  # name: (what pin_kernels replaced, what it set)
+CASES = {"ATEN_CPU_CAPABILITY": str.lower, "MKL_CBWR": str.upper, "MKL_ENABLE_INSTRUCTIONS": str.upper}
+"""The settings whose library reads one case only: ATen compares with ``avx2``, ``default`` (and warns and ignores
+``DEFAULT``); MKL takes ``COMPATIBLE`` and ignores ``compatible`` without a word (measured with
+``mkl_serv_cbwr_get``). oneDNN lower-cases ``ONEDNN_MAX_CPU_ISA`` itself and OpenBLAS compares
+``OPENBLAS_CORETYPE`` ignoring case: theirs are left as written."""
+REPLACED_ENV = "ISO_BENCH_KERNELS_REPLACED"
+_torch_first = False  # torch was imported before the kernels were first pinned
+_said: set[str] = set()  # the notices this process has given
 
 
 class KernelError(IsoBenchError):
@@ -75,6 +84,11 @@ def pin_kernels(mode: str | None = None) -> str:
     which the processes it starts inherit, and return the mode. Effective only before torch and numpy compute
     anything; :func:`check_kernels` says whether they took. ``native`` restores what ``avx2`` replaced."""
     mode = kernel_mode(mode)
+    global _torch_first
+    _torch_first = _torch_first or "torch" in sys.modules  # then ATen may have chosen its kernels already
+    for name, case in CASES.items():  # each library's own spelling: a value in another case is ignored
+        if os.environ.get(name):
+            os.environ[name] = case(os.environ[name])
     for name, (value, ours) in _previous.items():
         if os.environ.get(name) != ours:  # set since by someone else: theirs
             continue
@@ -90,7 +104,27 @@ def pin_kernels(mode: str | None = None) -> str:
                 continue
             _previous[name] = (os.environ.get(name), value)
             os.environ[name] = value
+    replaced = {**_inherited_replaced(), **{k: v for k, (v, ours) in _previous.items()
+                                             if v is not None and v != ours}}
+    if replaced and mode == AVX2:
+        os.environ[REPLACED_ENV] = json.dumps(replaced, sort_keys=True)  # the processes it starts record them too
+    else:
+        os.environ.pop(REPLACED_ENV, None)
     return mode
+
+
+def replaced_settings() -> dict[str, str]:
+    """The user's own kernel settings that the ``avx2`` mode replaced in this process or the one that started it
+    (name: the user's value); they are recorded with every result and said once at the start of a run."""
+    return _inherited_replaced() if kernel_mode() == AVX2 else {}
+
+
+def _inherited_replaced() -> dict[str, str]:
+    try:
+        found = json.loads(os.environ.get(REPLACED_ENV) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 def cpu_capability() -> str:
@@ -114,7 +148,7 @@ def kernel_class(device: str = "cpu") -> str:
     if device.startswith("mps"):
         return "mps"
     capability = cpu_capability().lower()
-    if _pinned():
+    if _pinned() and capability in (AVX2, KEPT_LOWER["ATEN_CPU_CAPABILITY"]):
         return f"cpu-{capability}"
     named = {k: os.environ[k] for k in sorted(PINS) if os.environ.get(k)}
     digest = "-" + hashlib.sha256(json.dumps(named).encode()).hexdigest()[:8] if named else ""
@@ -142,26 +176,71 @@ def check_kernels(device: str = "cpu") -> str:
     before them is a warning (its fits are then keyed by the kernels it runs, :func:`fit_kernels`)."""
     if kernel_mode() == AVX2 and _has_avx2():
         if cpu_capability().lower() not in (AVX2, KEPT_LOWER["ATEN_CPU_CAPABILITY"]):
-            raise KernelError(f"torch dispatches to {cpu_capability()} kernels, not AVX2: torch ran before "
-                              f"iso-bench could pin them; import iso_bench before torch (or start the process with "
-                              f"{MODE_ENV}=avx2 set), or use --kernels native ({MODE_ENV}=native)")
-        blas = openblas_coretype()
-        if blas not in (None, PINS["OPENBLAS_CORETYPE"]):
-            logger.warning("numpy's OpenBLAS runs %s kernels, not Haswell (AVX2): numpy was imported before "
-                           "iso_bench; the fits are of their own kind (import iso_bench first to pin them)", blas)
+            raise KernelError(f"torch dispatches to {cpu_capability()} kernels, not AVX2: {_why_not_pinned()}; "
+                              f"import iso_bench before torch (or start the process with {MODE_ENV}=avx2 set), "
+                              f"or use --kernels native ({MODE_ENV}=native)")
+    announce_kernels()
     return kernel_class(device)
 
 
+def _why_not_pinned() -> str:
+    aten = os.environ.get("ATEN_CPU_CAPABILITY")
+    if _torch_first or aten is None:
+        return "torch ran before iso-bench could pin them"
+    return f"torch ignored ATEN_CPU_CAPABILITY={aten} (set after torch had chosen its kernels)"
+
+
+def not_in_force() -> list[str]:
+    """What keeps the ``avx2`` mode asked for from being the mode in force, one phrase per library (empty where
+    it is in force, or not asked for): ATen dispatching to other kernels, numpy's OpenBLAS loaded before the pin
+    (then :func:`describe_kernels` records the mode ``native``)."""
+    if kernel_mode() != AVX2 or not _has_avx2():
+        return []
+    out = []
+    if not _pinned():
+        out.append("the avx2 settings were changed after iso_bench was imported")
+    if (capability := cpu_capability()).lower() not in (AVX2, KEPT_LOWER["ATEN_CPU_CAPABILITY"]):
+        out.append(f"torch dispatches to {capability} kernels ({_why_not_pinned()})")
+    if (blas := openblas_coretype()) not in (None, PINS["OPENBLAS_CORETYPE"]):
+        out.append(f"numpy's OpenBLAS runs {blas} kernels, not Haswell (numpy was imported before iso_bench)")
+    return out
+
+
+def announce_kernels() -> None:
+    """Say once per process, at the start of the work (never at import: every worker imports iso-bench), the
+    user's kernel settings the ``avx2`` mode replaced, and what keeps it from being in force."""
+    replaced = replaced_settings()
+    if replaced and "replaced" not in _said:
+        _said.add("replaced")
+        logger.warning("the avx2 kernels (%s=avx2) replace your own %s; each result records them. Use --kernels "
+                       "native (%s=native) to keep yours", MODE_ENV,
+                       ", ".join(f"{k}={v}" for k, v in sorted(replaced.items())), MODE_ENV)
+    missing = not_in_force()
+    if missing and "missing" not in _said:
+        _said.add("missing")
+        logger.warning("the avx2 kernels are not all in force (%s): the results record the mode native and the "
+                       "kernels that ran; import iso_bench before mteb, torch and numpy to pin them",
+                       "; ".join(missing))
+
+
 def describe_kernels(device: str = "cpu") -> dict[str, Any]:
-    """What every result records of the kernels that made it: the mode and class; ATen's capability, MKL's
-    reproducibility branch and numpy's OpenBLAS kernels as in force; MKL's and oneDNN's settings as requested
-    (they report nothing back); on a GPU its name and compute capability."""
+    """What every result records of the kernels that made it: the mode in force (``native``, with ``asked`` and
+    ``not_in_force``, where the ``avx2`` asked for is not: :func:`not_in_force`) and the class; ATen's capability,
+    MKL's reproducibility branch and numpy's OpenBLAS kernels as in force; MKL's and oneDNN's settings as
+    requested (they report nothing back), and the user's own that the mode replaced; on a GPU its name and compute
+    capability."""
     import torch  # lazily: torch takes seconds to import
 
-    out: dict[str, Any] = {"mode": kernel_mode(), "class": kernel_class(device), "cpu": cpu_model(),
+    announce_kernels()
+    asked, missing = kernel_mode(), not_in_force()
+    out: dict[str, Any] = {"mode": NATIVE if missing else asked, "class": kernel_class(device), "cpu": cpu_model(),
                            "aten_cpu_capability": cpu_capability(), "mkl_cbwr": mkl_cbwr(),
                            "openblas_coretype": openblas_coretype(),
                            "requested": {k: os.environ.get(k) for k in sorted(PINS) if k != "ATEN_CPU_CAPABILITY"}}
+    if missing:  # asked for avx2, but other kernels ran: recorded as they were
+        out.update(asked=asked, not_in_force=missing)
+    if replaced := replaced_settings():
+        out["replaced"] = replaced
     if device.startswith("cuda"):
         major, minor = torch.cuda.get_device_capability(torch.device(device))
         out.update(gpu=torch.cuda.get_device_name(torch.device(device)), compute_capability=f"{major}.{minor}",

@@ -17,6 +17,7 @@ from iso_bench.export.build import ExportError, check_output, dense_modules, par
 from iso_bench.files import write_manifest
 from iso_bench.methods import make_method
 from iso_bench.methods.contract import anisotropic
+from iso_bench.outputs import whole_folder
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -30,7 +31,6 @@ def _error_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 
 def test_bad_input_is_one_error_line_before_any_model_loads(capsys, tmp_path, monkeypatch) -> None:
-    import iso_bench.export.build as build
 
     monkeypatch.setattr(build, "load_backbone", lambda *a, **k: pytest.fail("the model was loaded"))
     corpus = tmp_path / "corpus.txt"
@@ -100,7 +100,6 @@ def test_the_output_may_be_new_empty_or_an_earlier_export(tmp_path) -> None:
 def test_overwrite_never_deletes_a_file_the_export_did_not_write(tmp_path, capsys, monkeypatch) -> None:
     """A record file alone does not make a folder an export: the user's thesis.tex beside it is named and kept;
     so is one added to a real export (by its manifest), or an exported file changed since."""
-    import iso_bench.export.build as build
 
     monkeypatch.setattr(build, "load_backbone", lambda *a, **k: pytest.fail("the model was loaded"))
     corpus = tmp_path / "corpus.txt"
@@ -126,7 +125,6 @@ def test_overwrite_never_deletes_a_file_the_export_did_not_write(tmp_path, capsy
 
 
 def test_an_unwritable_output_or_a_negative_seed_is_one_line_before_any_work(tmp_path, capsys, monkeypatch) -> None:
-    import iso_bench.export.build as build
 
     monkeypatch.setattr(build, "load_backbone", lambda *a, **k: pytest.fail("the model was loaded"))
     corpus = tmp_path / "corpus.txt"
@@ -148,10 +146,9 @@ def test_a_symlink_output_is_written_through_and_the_link_kept(tmp_path) -> None
     link = tmp_path / "link"
     link.symlink_to("real")
     assert check_output(link, overwrite=True) == real
-    folder = tmp_path / "new-export"
-    folder.mkdir()
-    (folder / "modules.json").write_text("[]", encoding="utf-8")
-    build._replace(folder, check_output(link, overwrite=True))
+    with whole_folder(check_output(link, overwrite=True), link, lambda: check_output(link, overwrite=True),
+                      ExportError) as folder:
+        (folder / "modules.json").write_text("[]", encoding="utf-8")
     assert link.is_symlink() and os.readlink(link) == "real" and (real / "modules.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]  # no stray temporary folder or link
 
@@ -169,6 +166,27 @@ def test_verify_checks_every_file_of_the_manifest(tmp_path, capsys) -> None:
     assert "export it again" in line
     line = _error_line(capsys, ["export", "--verify", str(tmp_path)])
     assert "no readable iso_bench_manifest.json" in line
+
+
+def test_verify_stays_inside_the_folder_and_says_a_missing_one_is_missing(tmp_path, capsys) -> None:
+    """A manifest listing ``../x`` or an absolute path (whose SHA-256 is that file's) is refused naming them, and
+    nothing outside is read; a folder that is not there is said to be missing."""
+    import hashlib
+    import json
+
+    folder = _earlier_export(tmp_path / "export")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not the export's", encoding="utf-8")
+    listed = json.loads((folder / "iso_bench_manifest.json").read_text())
+    digest = hashlib.sha256(outside.read_bytes()).hexdigest()
+    listed["files"].update({"../secret.txt": digest, str(outside): digest})
+    (folder / "iso_bench_manifest.json").write_text(json.dumps(listed), encoding="utf-8")
+    line = _error_line(capsys, ["export", "--verify", str(folder)])
+    assert line == (f"iso-bench: error: {folder}: its iso_bench_manifest.json lists files outside the folder "
+                    f"(../secret.txt, {outside}), which are never read: not a manifest iso-bench wrote; do not use "
+                    "the folder, export it again")
+    assert _error_line(capsys, ["export", "--verify", str(tmp_path / "gone")]) == (
+        f"iso-bench: error: {tmp_path / 'gone'}: no such folder")
 
 
 # ---- Dense modules of an affine map ------------------------------------------------------------------------

@@ -136,3 +136,30 @@ def test_an_os_error_is_one_line_naming_the_file(monkeypatch: pytest.MonkeyPatch
     assert cli.main(["list"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("iso-bench: error: /data/cache/x.npz: No space left on device;") and err.count("\n") == 1
+
+
+def test_a_name_too_long_for_the_file_system_is_said_so_not_a_full_disk(tmp_path: Path, capsys) -> None:
+    """ENAMETOOLONG is its own error: the results' message and the command's line name the cause (a name over the
+    file system's limit) and its remedy, never "free space there"."""
+    import errno
+
+    from iso_bench.results.result_files import ResultsNotWritten
+
+    long = tmp_path / ("m" * 300) / "STS12.json"
+    try:
+        long.parent.mkdir()
+    except OSError as exc:
+        assert exc.errno == errno.ENAMETOOLONG  # the file system's own answer, as a run meets it
+        error = exc
+    else:
+        pytest.skip("this file system takes 300-byte names")
+    message = str(ResultsNotWritten(long, error))
+    assert "longer than the file system allows" in message and "free space" not in message
+    assert "give the model a shorter name" in message
+
+    from iso_bench.cli import main
+
+    assert main(["export", f"{MINILM}+center", "--fit-corpus", "task:STS12", "-o", str(long.parent)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"iso-bench: error: {long.parent}: ") and "a name longer than the file system allows" in line
+    assert "free space" not in line and "Traceback" not in line

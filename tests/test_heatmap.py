@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -113,3 +114,57 @@ def test_a_result_marked_modified_is_never_drawn_as_a_difference(board) -> None:
     assert sharp.delta is None and sharp.text == "–"
     [before] = heatmaps(board)
     assert before.cells[before.methods.index("sharp")][0].delta is not None  # the same cell, unmarked, is drawn
+
+
+def _planted(n_models: int, n_methods: int, name: str = "org/model", units: tuple[str, ...] = ("MTEB STS", "WiC")
+             ) -> Any:
+    """A heatmap of ``n_models`` encoders (``name`` with a number after the first) on ``units``, and ``n_methods``
+    methods with differences from −12 to +12, every third significant."""
+    from iso_bench.report.heatmap import HeatCell, Heatmap
+
+    models = [name if k == 0 else f"{name}-{k}" for k in range(n_models)]
+    columns = tuple((m, unit) for m in models for unit in units)
+    methods = tuple(f"method-{i}" for i in range(n_methods))
+    cells = tuple(tuple(HeatCell(round(-12 + 24 * (i * len(columns) + j) / max(1, n_methods * len(columns) - 1), 2),
+                                 (i + j) % 3 == 0) for j in range(len(columns))) for i in range(n_methods))
+    return Heatmap("fitted on test texts", methods, columns, cells)
+
+
+@pytest.mark.parametrize(("n_models", "n_methods", "name", "units"), [
+    (1, 2, "sentence-transformers/all-MiniLM-L6-v2", ("MTEB STS",)), (1, 3, "org/model", ("MTEB STS", "WiC")),
+    (3, 3, "sentence-transformers/all-MiniLM-L6-v2", ("MTEB STS", "WiC")),
+    (1, 3, "org/" + "a-long-name-" * 9 + "1234", ("MTEB STS", "WiC")), (1, 3, "org/" + "x" * 100, ("MTEB STS",)),
+    (2, 20, "sentence-transformers/all-MiniLM-L6-v2", ("MTEB STS", "WiC"))])
+def test_the_heatmap_renders_whole_and_no_text_overlaps(n_models: int, n_methods: int, name: str,
+                                                         units: tuple[str, ...]) -> None:
+    """One model, three, a 100-character model name, 20 methods: every text of the figure (title, encoder names,
+    method and unit labels, cell numbers, colour bar) lies inside the figure and none overlaps another, as
+    matplotlib's renderer measures them; drawing and saving it warns of nothing."""
+    import io
+    import warnings
+
+    from matplotlib.text import Text
+
+    assert name == "org/model" or len(name) > 30
+    plt = _pyplot()
+    hm = _planted(n_models, n_methods, name, units)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Tight layout not applied" and the like fail the test
+        fig = draw_heatmap(plt, hm)
+        fig.savefig(io.BytesIO(), format="png")
+    renderer = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip()]
+    texts = [text for text, _ in boxes]
+    short = name.rsplit("/", 1)[-1]
+    assert [t.replace("\n", "") for t in texts if t.replace("\n", "").startswith(short)] == [
+        short if k == 0 else f"{short}-{k}" for k in range(n_models)]  # every encoder's name, whole
+    assert {m for m in hm.methods} <= set(texts) and "points (* = significant)" in texts
+    assert "Fitted on test texts: difference from raw" in texts
+    page = fig.bbox
+    for k, (text, box) in enumerate(boxes):
+        assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, text
+        clash = [other for other, b in boxes[k + 1:] if box.overlaps(b) and box.intersection(box, b).width > 0.5
+                 and box.intersection(box, b).height > 0.5]
+        assert not clash, (text, clash)
+    plt.close(fig)

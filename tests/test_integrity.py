@@ -177,26 +177,27 @@ def test_a_hand_edited_result_is_refused_naming_the_file(tmp_path: Path, capsys)
 
 def test_a_hand_edited_result_is_rendered_marked_with_accept_modified(tmp_path: Path, capsys) -> None:
     """raw's STS12 edited to 0.99: its cell, its mean, and every difference taken from it are marked †; the
-    cells computed from untouched results only are not."""
+    cells computed from untouched results only are not. A modified value is never bold (never best)."""
     small_case(tmp_path)
     _edit_main_score(tmp_path / "results" / "org__alpha+raw" / REV / "STS12.json", 0.99)
     assert {r.variant: r.check for r in read_results(tmp_path, accept_modified=True) if r.task == "STS12"} == {
         "raw": "modified", "whiten": "verified", "abtt": "verified"}
     markdown = write_leaderboard(tmp_path, accept_modified=True)
-    assert md_row(markdown, "raw")[:4] == ["raw", "**99.00**†", "**82.03**", "**90.52**†"]
-    assert md_row(markdown, "whiten")[:4] == ["whiten", "65.47 (−33.53)†", "79.93 (−2.10)", "72.70 (−17.82)†"]
+    assert md_row(markdown, "raw")[:4] == ["raw", "99.00†", "**82.03**", "90.52†"]  # never bold: modified
+    assert md_row(markdown, "abtt")[:2] == ["abtt", "**72.37 (−26.63)**†"]  # the best of the others
+    assert md_row(markdown, "whiten")[:4] == ["whiten", "65.47 (−33.53)†", "79.93 (−2.10)", "**72.70 (−17.82)**†"]
     legend = ("- † = modified: computed from a result file whose scores, model name, setup or provenance no longer "
               "match the digest written with them")
     assert legend in markdown and f"--accept-modified (org__alpha+raw/{REV}/STS12.json)." in markdown
     assert "° = unverified" not in markdown
     csv = write_leaderboard(tmp_path, fmt="csv", accept_modified=True).splitlines()
     assert ",best,check," in csv[0]
-    assert ",99.00,,1,modified," in next(line for line in csv if ",raw,,STS12," in line)
+    assert ",99.00,,0,modified," in next(line for line in csv if ",raw,,STS12," in line)
     assert ",79.93,-2.10,0,verified," in next(line for line in csv if ",whiten,,STSBenchmark," in line)
     latex = write_leaderboard(tmp_path, fmt="latex", accept_modified=True)
-    assert r"\textbf{99.00}$^\dagger$" in latex and r"$^\dagger$ = modified" in latex
+    assert r"99.00$^\dagger$" in latex and r"\textbf{99.00}" not in latex and r"$^\dagger$ = modified" in latex
     assert main(["leaderboard", str(tmp_path), "--accept-modified", "--no-plot"]) == 0
-    assert "**99.00**†" in capsys.readouterr().out
+    assert md_row(capsys.readouterr().out, "raw")[1] == "99.00†"
 
 
 def test_results_without_a_digest_are_unverified_never_refused(tmp_path: Path) -> None:
@@ -253,7 +254,7 @@ def test_a_relabelled_result_is_refused_and_rendered_marked_with_accept_modified
     assert found[("org/beta", "raw", "STS12")] == "modified" and found[("org/alpha", "whiten", "STS12")] == "verified"
     markdown = write_leaderboard(tmp_path, accept_modified=True, plot=False)
     beta = markdown[markdown.index("org/beta"):]
-    assert md_row(beta, "raw")[:3] == ["raw", "**72.37**†", "**82.03**†"]
+    assert md_row(beta, "raw")[:3] == ["raw", "72.37†", "82.03†"]  # modified: never bold
 
 
 def test_a_result_moved_to_another_setup_is_modified(tmp_path: Path) -> None:

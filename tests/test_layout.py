@@ -30,6 +30,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("kinds", "vectors", "backbones", "checks", "tasks"),
     ("methods", "data"),
     ("numerics",),
+    ("outputs",),
     ("files", "registry", "faults", "_version", "kernels"),
 )
 # top-level modules that only hand names on to packages outside iso-bench; nothing inside imports them

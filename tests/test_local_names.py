@@ -55,3 +55,28 @@ def test_two_folders_named_apart_beyond_ascii_are_two_models(tiny_bert_dir: Path
     said = capsys.readouterr()
     assert "ran 2 times" not in said.out + said.err
     assert sorted(p.name for p in (results / "results").iterdir()) == ["local__dup_ñ+raw", "local__dup_模型+raw"]
+
+
+def test_look_alike_names_get_sections_told_apart(tmp_path: Path) -> None:
+    """``local/café`` written as NFC and as NFD: two models with results of their own, which look alike; the board
+    titles their sections (and keys their plots) by the form each is written in (the verdict and its heatmap name
+    the models by those titles)."""
+    import unicodedata
+
+    from iso_bench.report import build_leaderboard, read_results, render_markdown
+    from tests.report_helpers import write_result
+
+    nfc, nfd = "local/caf\u00e9", "local/cafe\u0301"
+    assert nfc != nfd and unicodedata.normalize("NFC", nfd) == nfc
+    for base, (raw, whiten) in ((nfc, (0.70, 0.74)), (nfd, (0.60, 0.58))):
+        write_result(tmp_path, base, "raw", "STS12", raw)
+        write_result(tmp_path, base, "whiten", "STS12", whiten)
+    board = build_leaderboard(read_results(tmp_path), ci=False)
+    titles = [s.title for s in board.sections if s.title.startswith("local/")]
+    assert sorted(titles) == sorted([f"{nfc} [Unicode NFC]", f"{nfd} [Unicode NFD]"])
+    assert len({s.key for s in board.sections}) == len(board.sections)  # a plot and an anchor each
+    markdown = render_markdown(board)
+    assert f"## {nfc} [Unicode NFC]" in markdown and f"## {nfd} [Unicode NFD]" in markdown
+    alone = tmp_path / "alone"
+    write_result(alone, nfc, "raw", "STS12", 0.70)
+    assert build_leaderboard(read_results(alone), ci=False).sections[0].title == nfc  # no look-alike: as it is

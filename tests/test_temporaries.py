@@ -83,7 +83,7 @@ def test_a_host_name_with_odd_characters_is_kept_apart_from_the_delimiters(monke
 def test_a_killed_whole_folder_write_leaves_a_temporary_folder_that_is_removed(tmp_path: Path) -> None:
     """An export or a submission killed before its rename leaves ``.<name>@<host>@<pid>-*`` (with or without
     ``.tmp``): removed when its writer is gone, kept while it runs; another name's, or a file, is not touched."""
-    from iso_bench.files import remove_stale_temporary_folders
+    from iso_bench.outputs import remove_stale_temporary_folders
 
     host, dead = files.host_name(), _dead_pid()
     gone = [tmp_path / f".out@{host}@{dead}-ab12", tmp_path / f".out@{host}@{dead}-cd34.tmp"]

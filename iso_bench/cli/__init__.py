@@ -376,8 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.errno not in _MACHINE_ERRORS:  # e.g. a file of iso-bench's own that is missing: a bug
             raise
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"iso-bench: error: {where}{exc.strerror or exc}; free space there or choose another place, then run "
-              "the same command again", file=sys.stderr)
+        fix = ("a name longer than the file system allows (not a matter of space): choose a shorter name or path"
+               if exc.errno == errno.ENAMETOOLONG else "free space there or choose another place")
+        print(f"iso-bench: error: {where}{exc.strerror or exc}; {fix}, then run the same command again",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
@@ -385,5 +387,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 143 if isinstance(exc, Terminated) else 130
 
 
-_MACHINE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG}
+_MACHINE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG,
+                   errno.ENAMETOOLONG}
 """The errors of the machine, not of iso-bench: a full disk, a quota, a read-only or failing file system."""

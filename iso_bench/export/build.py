@@ -34,9 +34,7 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -55,12 +53,12 @@ from iso_bench.files import (
     local_name,
     manifest_differences,
     read_manifest,
-    remove_stale_temporary_folders,
     temporary_name,
     write_manifest,
 )
 from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import Method, make_method
+from iso_bench.outputs import output_lock, resolve_output, whole_folder
 from iso_bench.registry import IsoBenchError, did_you_mean
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir
 
@@ -119,9 +117,9 @@ def check_output(output: str | Path, overwrite: bool = False) -> Path:
     export holding only the files its manifest lists (:data:`iso_bench.files.MANIFEST`), unchanged; it is
     replaced only once the new one is complete. A folder holding anything else is never replaced: the refusal
     names what it holds. A symlink is followed: the folder it points to is written, the link kept. A place that
-    cannot be written (a read-only or virtual file system) is refused here too."""
-    given = Path(output).expanduser()
-    target = Path(os.path.realpath(given)) if given.is_symlink() else given
+    cannot be written (a read-only or virtual file system), the working folder or one above it, and a mount point
+    are refused here too (:func:`iso_bench.outputs.resolve_output`)."""
+    target = resolve_output(output, ExportError)
     if target.exists() and not target.is_dir():
         raise ExportError(f"-o {output}: is a file; give a folder (new, empty, or an earlier export with --overwrite)")
     if target.is_dir() and any(target.iterdir()):
@@ -167,30 +165,33 @@ def export(variant: str, fit_corpus: str, output: str | Path, *, data_dir: str |
     model, spec = parse_variant(variant)
     _, level = make_method(spec)
     setting, task = parse_fit_corpus(fit_corpus)
-    check_output(output, overwrite)
-    provider = CorpusProvider(setting, data_dir=data_dir, seed=seed, held_out_sources=held_out_sources())
-    if task is None:
-        provider.check()  # the file is read now
-    else:
-        check_task(task)
-    from iso_bench.encoder import VariantEncoder, base_record  # lazily, after the checks: the encoder imports mteb
+    target = check_output(output, overwrite)
+    with output_lock(target, output, ExportError):  # held from this check to the swap (export_variant)
+        check_output(output, overwrite)  # again, now that no other iso-bench writes it
+        provider = CorpusProvider(setting, data_dir=data_dir, seed=seed, held_out_sources=held_out_sources())
+        if task is None:
+            provider.check()  # the file is read now
+        else:
+            check_task(task)
+        from iso_bench.encoder import VariantEncoder, base_record  # lazily, after the checks: it imports mteb
 
-    described = describe_model(model, revision)  # what the model is, read once
-    check_methods([spec], described.dims(), model_label(model), no_tokens=described.no_tokens)
-    backbone = load_backbone(model, revision, device=device, trust_remote_code=trust_remote_code,
-                             batch_size=batch_size)
-    pipeline(backbone)  # refused before any text is encoded
-    kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
-    store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size,
-                           progress=progress)
-    encoder = VariantEncoder(store, spec, corpus=provider, seed=seed)
-    flags = [*(["--revision", revision] if revision else []), *(["--seed", str(seed)] if seed else [])]
-    # recorded: local folders and files by their names, never the machine's paths (iso_bench.files.local_name)
-    shown = f"{local_name(model) if Path(model).expanduser().is_dir() else model}{SEPARATOR}{spec}"
-    corpus = fit_corpus if task is not None else local_name(fit_corpus)
-    command = shlex.join(["iso-bench", "export", shown, "--fit-corpus", corpus, *flags, "-o", local_name(output)])
-    encoder.base_record = base_record(backbone, command)
-    return export_variant(encoder, task, output, overwrite=overwrite)
+        described = describe_model(model, revision)  # what the model is, read once
+        check_methods([spec], described.dims(), model_label(model), no_tokens=described.no_tokens)
+        backbone = load_backbone(model, revision, device=device, trust_remote_code=trust_remote_code,
+                                 batch_size=batch_size)
+        pipeline(backbone)  # refused before any text is encoded
+        kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
+        store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size,
+                               progress=progress)
+        encoder = VariantEncoder(store, spec, corpus=provider, seed=seed)
+        flags = [*(["--revision", revision] if revision else []), *(["--seed", str(seed)] if seed else [])]
+        # recorded: local folders and files by their names, never the machine's paths (iso_bench.files.local_name)
+        shown = f"{local_name(model) if Path(model).expanduser().is_dir() else model}{SEPARATOR}{spec}"
+        corpus = fit_corpus if task is not None else local_name(fit_corpus)
+        command = shlex.join(["iso-bench", "export", shown, "--fit-corpus", corpus, *flags, "-o",
+                              local_name(output)])
+        encoder.base_record = base_record(backbone, command)
+        return export_variant(encoder, task, output, overwrite=overwrite)
 
 
 def pipeline(backbone: Any) -> Any:
@@ -214,24 +215,28 @@ def export_variant(encoder: Any, task_name: str | None, output: str | Path, *,
     """Fit ``encoder`` (a :class:`~iso_bench.encoder.VariantEncoder`) on the corpus of ``task_name`` (None: its
     file) and write the folder ``output``, whole or not at all; returns the fit record."""
     target = check_output(output, overwrite)
+    with output_lock(target, output, ExportError):  # held from this check to the swap
+        return _write_export(encoder, task_name, target, output, overwrite)
+
+
+def _write_export(encoder: Any, task_name: str | None, target: Path, output: str | Path,
+                  overwrite: bool) -> dict[str, Any]:
     backbone = encoder.store.backbone
     st = pipeline(backbone)
     with one_blas_thread():  # fitted exactly as a run fits it (whose fits run under one BLAS thread)
         method = encoder.fitted_method(task_name)
     modules, how, arrays = post_processing(method, encoder.level, backbone)
     record = fit_record(encoder, task_name, method, how)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporary_folders(target.parent, target.name)  # those a killed export left
-    folder = Path(tempfile.mkdtemp(dir=target.parent, prefix=temporary_name(target), suffix=".tmp"))
-    try:
+    with whole_folder(target, output, lambda: check_output(output, overwrite), ExportError) as folder:
         try:
             check_space(folder)  # tests: a full disk (ISO_BENCH_FULL_DISK)
-            st.save(str(folder), create_model_card=False)
+            save_pipeline(st, folder)
             append_modules(folder, modules)
             from iso_bench.export.module import write_state  # lazily: it imports torch
 
             record["state"] = write_state(method, folder / STEM, arrays)
-            (folder / RECORD).write_text(json.dumps(record, indent=2, default=_plain) + "\n", encoding="utf-8")
+            (folder / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True, default=_plain) + "\n",
+                                         encoding="utf-8")
             (folder / "README.md").write_text(model_card(record, target.name), encoding="utf-8")
             write_manifest(folder)
         except OSError as exc:  # said for the folder asked for, not for the temporary one
@@ -241,11 +246,26 @@ def export_variant(encoder: Any, task_name: str | None, output: str | Path, *,
                 raise
             raise ExportError(f"-o {output}: cannot write the model's weights ({exc}); free space there or choose "
                               "another folder, then run the same command again") from None
-        _replace(folder, target)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
     return record
+
+
+def save_pipeline(st: Any, folder: Path) -> None:
+    """``st.save`` into ``folder``, its tokenizer saved without the truncation and padding that the last encode
+    left on the live tokenizer (a tokenizer.json that would differ between an export that encoded its texts and
+    one that read them from the cache): cleared on a copy of the tokenizer's backend, the live one untouched."""
+    tokenizer = getattr(st, "tokenizer", None)
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if backend is None or not hasattr(backend, "no_truncation"):
+        st.save(str(folder), create_model_card=False)
+        return
+    clean = type(backend).from_str(backend.to_str())
+    clean.no_truncation()
+    clean.no_padding()
+    tokenizer._tokenizer = clean
+    try:
+        st.save(str(folder), create_model_card=False)
+    finally:
+        tokenizer._tokenizer = backend
 
 
 def post_processing(method: Method, level: str, backbone: Any) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
@@ -365,19 +385,6 @@ def model_card(record: dict[str, Any], name: str) -> str:
             f"SentenceTransformer\nmodel = SentenceTransformer({name!r}{trust})\nvectors = model.encode(['a text'])\n"
             "```\n\nThe fit record is iso_bench_transform.json; the fitted transform, as plain arrays, "
             "iso_bench_transform.npz.\n")
-
-
-def _replace(folder: Path, target: Path) -> None:
-    """Put the complete ``folder`` at ``target`` (an absent or empty folder, or an earlier export, set aside
-    first and removed once the new one is in place)."""
-    if not target.exists():
-        folder.rename(target)
-        return
-    old = Path(tempfile.mkdtemp(dir=target.parent, prefix=temporary_name(target), suffix=".tmp"))
-    old.rmdir()
-    target.rename(old)
-    folder.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _plain(value: Any) -> Any:

@@ -45,7 +45,8 @@ def write_state(method: Method, stem: Path, extra: dict[str, np.ndarray] | None 
     """Write the learned state of ``method`` as ``<stem>.npz`` (its arrays by name, and ``extra``) and return the
     tree that says how they fit together (:func:`iso_bench.vectors.fit_cache.pack_state`)."""
     tree, arrays = pack_state(method, named=True)
-    np.savez(stem.with_suffix(".npz"), **arrays, **(extra or {}))
+    every = {**arrays, **(extra or {})}
+    np.savez(stem.with_suffix(".npz"), **{k: every[k] for k in sorted(every)})  # entries in one order, always
     return tree
 
 

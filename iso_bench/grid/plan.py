@@ -268,8 +268,9 @@ def reproduce_command(args: Any, model: str) -> str:
         parts += ["--seeds", *map(str, args.seeds)]
     if args.resamples != 1000:
         parts += ["--resamples", str(args.resamples)]
-    if kernel_mode(getattr(args, "kernels", None)) == NATIVE:  # other kernels give other bits (flag or environment)
-        parts += ["--kernels", "native"]
+    flag = getattr(args, "kernels", None)
+    if kernel_mode(flag) == NATIVE or flag is not None:  # other kernels give other bits (flag or environment); a
+        parts += ["--kernels", kernel_mode(flag)]      # flag given is kept: it beat $ISO_BENCH_KERNELS in this shell
     return " ".join(map(shell_quote, parts))
 
 

@@ -51,6 +51,7 @@ from iso_bench.kernels import check_kernels, pin_kernels
 from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import METHODS, make_method
 from iso_bench.mteb_plugin import ResultsNotWritten, install_result_hook, variant_name
+from iso_bench.results.failures import clear_failure, record_failure
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir, default_token_cache_texts
 
 logger = logging.getLogger(__name__)
@@ -361,14 +362,19 @@ def _evaluate(cfg: RunConfig, run: _Prepared, states: list[_VariantRun], cache: 
         if state.encoder.write_errors:  # the results disk is full or read-only: stop, say what exists
             bar.close()
             raise state.encoder.write_errors[0]
+        where = cache.get_task_result_path(name, state.meta, state.meta.revision,
+                                           experiment_name=state.meta.experiment_name)
         for error in result.exceptions or ():
             summary.errors.setdefault(state.label, {})[error.task_name] = error.exception
+            record_failure(where, state.meta.name, name, error.exception,  # the board shows – and why
+                           state.meta.experiment_kwargs)
         refusal = state.encoder.refused.pop(name, None)
         if refusal is not None:  # a score that is not finite: no result written, the cell fails
             summary.errors.setdefault(state.label, {})[name] = refusal.reason
             continue
         for task_result in result.task_results:
             state.row[name] = task_result.get_score()
+            clear_failure(where)
     bar.close()
 
 

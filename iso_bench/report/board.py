@@ -32,13 +32,22 @@ from typing import Any
 
 from iso_bench.kinds.cards import Group
 from iso_bench.report.cells import COMPARISON, PERCENT_DECIMALS, SAME, Cell, Column, Leaderboard, Row, Section, Table  # noqa: F401 - named here too
-from iso_bench.report.index import NO_BENCHMARK, Index, Line, place, recorded_benchmark, variant_order
+from iso_bench.report.index import (
+    NO_BENCHMARK,
+    Index,
+    Line,
+    model_titles,
+    place,
+    recorded_benchmark,
+    variant_order,
+)
 from iso_bench.report.marks import mark_notes, worst
 from iso_bench.report.provenance import provenance
 from iso_bench.report.results import LeaderboardError, Result
 from iso_bench.report.setups import replicates
 from iso_bench.report.uncertainty import Bootstrap, annotate, spread_cells
 from iso_bench.report.units import UnitsStore
+from iso_bench.results.result_files import MODIFIED
 
 ISOTROPY_METRICS: tuple[tuple[str, str], ...] = tuple(
     (f"{level}_{key}", f"{level} {label}") for level in ("sentence", "token")
@@ -75,7 +84,7 @@ def build_leaderboard(results: Sequence[Result], ci: bool = True, accept_modifie
         results = store.verify(results, accept_modified)
         boot = Bootstrap(store)
     ix = Index(results, merge=ci)
-    sections = []
+    sections, titles = [], model_titles(base for base, _ in ix.models)
     for base, rev in ix.models:
         tables = []
         for group, tasks in ix.groups:
@@ -85,7 +94,9 @@ def build_leaderboard(results: Sequence[Result], ci: bool = True, accept_modifie
             else:
                 tables += [_diagnostic_table(ix, group, t, ix.lines[base, rev]) for t in mine]
         key = base.replace("/", "__") + (f"-{rev[:12]}" if [b for b, _ in ix.models].count(base) > 1 else "")
-        sections.append(Section(base, f"revision {rev}", tuple(tables), key))
+        if titles[base] != base:  # a look-alike name: a key of its own too (its plot's file, its anchor)
+            key += "-" + titles[base].rsplit(" ", 2)[-2].lower()
+        sections.append(Section(titles[base], f"revision {rev}", tuple(tables), key))
     comparison = _comparison(ix, boot)
     if comparison is not None:
         sections.append(Section("Models compared", "", (comparison,), COMPARISON))
@@ -110,11 +121,13 @@ def _cells(values: Sequence[float | None], refs: Sequence[float | None], ranked:
     difference is shown (``marks``: :meth:`Index.marks`)."""
     places = PERCENT_DECIMALS if percent else 6
     shown, refs = ([None if v is None else round(v, places) if percent else v for v in vs] for vs in (values, refs))
-    eligible = list(eligible) or [True] * len(shown)
+    marks = list(marks) or [("", "")] * len(shown)
+    eligible = [ok and own != MODIFIED for ok, (own, _) in  # a modified result is never best
+                zip(list(eligible) or [True] * len(shown), marks, strict=True)]
     candidates = [v for v, ok in zip(shown, eligible, strict=True) if v is not None and ok]
     top = max(candidates, default=None) if ranked else None
     cells = []
-    for v, ref, (own, of_ref), ok in zip(shown, refs, marks or [("", "")] * len(shown), eligible, strict=True):
+    for v, ref, (own, of_ref), ok in zip(shown, refs, marks, eligible, strict=True):
         delta = None if v is None or ref is None else round(v - ref, places) + 0.0
         mark = "" if v is None else worst(own, of_ref if delta is not None else "")
         cells.append(Cell(v, delta, ok and top is not None and v == top, mark=mark))
@@ -127,15 +140,17 @@ def _rows(columns: Sequence[Sequence[Cell]], keys: Sequence[tuple[Line, str]]) -
 
 
 def _missing_note(ix: Index, lines: Sequence[Line], tasks: Sequence[str]) -> list[str]:
-    parts, seeds = [], False
+    parts, seeds, failed = [], False, []
     for line in lines:
-        gone = [ix.label[t] for t in tasks if ix.score(line, t) is None]
+        why = {t: r.record["failed"] for t in tasks for r in ix.found(line, t) if r.record.get("failed")}
+        failed += [f"{line.label} on {ix.label[t]}: its evaluation failed ({reason})" for t, reason in why.items()]
+        gone = [ix.label[t] for t in tasks if ix.score(line, t) is None and t not in why]
         if gone:
             seeds = seeds or bool(line.seeds)
             parts.append(f"{line.label} on " + (f"all {len(tasks)} tasks" if len(gone) == len(tasks) > 1
                                                 else ", ".join(gone)))
     why = "no result file, or a non-finite score" + (" (of a [seeds …] row: in any of its seeds)" if seeds else "")
-    return [f"Missing (–): {'; '.join(parts)}: {why}."] if parts else []
+    return ([f"Missing (–): {'; '.join(parts)}: {why}."] if parts else []) + [f"– {f}." for f in failed]
 
 
 def _setup_notes(ix: Index, lines: Sequence[Line]) -> list[str]:
@@ -162,6 +177,24 @@ def _benchmark_note(ix: Index, lines: Sequence[Line]) -> list[str]:
     return [f"{', '.join(others)}: results of another benchmark definition than this board's reference "
             f"({ix.reference}; other tasks, protocol or method defaults, or none recorded), labelled "
             "[benchmark=…]: shown, never bold and never best, not ranked with the other rows."]
+
+
+def _kernel_note(ix: Index, lines: Sequence[Line], tasks: Sequence[str]) -> list[str]:
+    """Where the rows of a table were made with different kernel classes (``cpu-avx2`` beside a ``cpu-native-...``
+    row: other float rounding), a note naming each row's class: shown and compared, not excluded, but their
+    differences mix kernels. Results that record no class are left out of the comparison of classes."""
+    classes: dict[str, set[str]] = {}
+    for line in lines:
+        found = {str(k) for t in tasks for r in ix.found(line, t)
+                 if (k := (r.record.get("extraction") or {}).get("kernel_class"))}
+        if found:
+            classes[line.label] = found
+    if len(set().union(*classes.values(), set())) < 2:
+        return []
+    rows = "; ".join(f"{label}: {', '.join(sorted(found))}" for label, found in classes.items())
+    return [f"Rows made with different kernels ({rows}): each class rounds floats its own way, so a difference "
+            "between rows of different classes holds that rounding too (iso-bench run --kernels, docs/"
+            "reproducibility.md)."]
 
 
 def _same_as_raw(ix: Index, columns: Sequence[Sequence[Cell]], lines: Sequence[Line],
@@ -196,7 +229,7 @@ def _ranked_table(ix: Index, group: Group, tasks: tuple[str, ...], lines: Sequen
                      "missing any of them gets – (never a mean of the present cells).")
     has_raw = any(line.variant == "raw" for line in lines)
     notes += ([] if has_raw else ["No raw variant: no differences shown."]) + _setup_notes(ix, lines)
-    notes += _benchmark_note(ix, lines)
+    notes += _benchmark_note(ix, lines) + _kernel_note(ix, lines, tasks)
     eligible = [ix.ranked(line) for line in lines]
     cells = [_cells(col, ix.refs(col, lines), True, marks=m, eligible=eligible)
              for col, m in zip(grid, marks, strict=True)]
@@ -261,8 +294,9 @@ def _finite(value: Any) -> float | None:
 def _compared(ix: Index, lines: Sequence[Line], tasks: Sequence[str]) -> list[tuple[Line, str]]:
     """One model's rows in the comparison: its best row(s) by the mean of ``tasks`` (ties: all), after the raw
     row(s) they are compared with (every raw row when no row has the mean); tags as in :func:`_comparison`."""
-    means = {line: round(m, PERCENT_DECIMALS) for line in lines
-             if ix.ranked(line) and (m := ix.mean(line, tasks)) is not None}
+    means = {line: round(m, PERCENT_DECIMALS) for line in lines  # a modified result is never best
+             if ix.ranked(line) and (m := ix.mean(line, tasks)) is not None
+             and ix.marks([line], tasks)[0][0] != MODIFIED}
     best = [line for line, m in means.items() if m == max(means.values())]
     raws = [line for line in lines if line.variant == "raw"]
     shown = [r for r in raws if r in best or any(ix.raw[b] == r for b in best)] or raws

@@ -107,7 +107,47 @@ def _short(model: str) -> str:
 
 def draw_heatmap(plt: Any, hm: Heatmap) -> Any:
     """The heatmap as a matplotlib figure (:mod:`.plots` saves it): methods down, encoders' units across (each
-    encoder's columns under its name, a rule between encoders), each cell its difference printed in it."""
+    encoder's columns under its name, wrapped to their width, a rule between encoders), each cell its difference
+    printed in it. Laid out by matplotlib's constrained layout, then measured: a figure whose texts (a long title
+    over one column, a long encoder or method name) do not fit, or whose encoder names run into each other, is
+    drawn again larger, so that every text lies whole inside it and none overlaps another."""
+    import warnings
+
+    width, height = _first_size(hm)
+    for _ in range(6):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fig, names = _draw(plt, hm, width, height)
+            fig.canvas.draw()
+        grow = _overflow(fig, names)
+        if not caught and grow == (0.0, 0.0, 1.0):
+            return fig
+        plt.close(fig)
+        collapsed = 1.0 if caught else 0.0  # constrained layout gave up: more room for the axes' decorations
+        width, height = width * grow[2] + grow[0] + collapsed, height + grow[1] + collapsed
+    return _draw(plt, hm, width, height)[0]
+
+
+NAME_CHARS = 22  # an encoder's name is wrapped to lines of this many characters, or 8 a column where it has more
+
+
+def _first_size(hm: Heatmap) -> tuple[float, float]:
+    """Inches: the figure's width and height as first guessed from the texts' lengths."""
+    n_rows, n_cols = len(hm.cells), len(hm.columns)
+    lines = max((len(_wrapped(_short(m), 1).splitlines()) for m, _ in hm.columns), default=1)
+    label = max((len(m) for m in hm.methods), default=0) * 0.075
+    title = len(hm.setting) * 0.1 + 2.4
+    return max(2.6 + 0.62 * n_cols + label, title), 2.1 + 0.32 * n_rows + 0.17 * lines
+
+
+def _wrapped(name: str, columns: int) -> str:
+    import textwrap
+
+    return textwrap.fill(plot_text(name), max(NAME_CHARS, 8 * columns), break_long_words=True, break_on_hyphens=True)
+
+
+def _draw(plt: Any, hm: Heatmap, width: float, height: float) -> tuple[Any, list[Any]]:
+    """The figure at ``width`` x ``height`` inches, and the texts of the encoders' names (one per encoder)."""
     import numpy as np  # lazily: numpy stays out of light commands
     from matplotlib.colors import Normalize
 
@@ -116,7 +156,8 @@ def draw_heatmap(plt: Any, hm: Heatmap) -> Any:
     n_rows, n_cols = grid.shape
     norm, cmap = Normalize(-LIMIT, LIMIT), plt.get_cmap(CMAP).with_extremes(bad="#eeeeee")
     with plt.rc_context({"font.size": 10}):
-        fig, ax = plt.subplots(figsize=(2.6 + 0.62 * n_cols, 2.1 + 0.32 * n_rows), dpi=100)
+        fig = plt.figure(figsize=(width, height), dpi=100, layout="constrained")
+        ax = fig.add_subplot()
         image = ax.pcolormesh(np.arange(n_cols + 1) - 0.5, np.arange(n_rows + 1) - 0.5, grid, cmap=cmap, norm=norm,
                               edgecolors="white", linewidth=0.5)  # one quad per cell (a path each in SVG)
         for i, row in enumerate(hm.cells):
@@ -127,16 +168,34 @@ def draw_heatmap(plt: Any, hm: Heatmap) -> Any:
         ax.set_xticks(range(n_cols), [plot_text(unit) for _, unit in hm.columns], rotation=40, ha="right")
         ax.set_yticks(range(n_rows), [plot_text(m) for m in hm.methods])
         ax.tick_params(length=0)
-        models = list(dict.fromkeys(model for model, _ in hm.columns))
-        for model in models:
+        names = []
+        for model in dict.fromkeys(model for model, _ in hm.columns):
             span = [j for j, (m, _) in enumerate(hm.columns) if m == model]
-            ax.text((span[0] + span[-1]) / 2, -0.7, plot_text(_short(model)), ha="center", va="bottom",
-                    fontsize=10, fontweight="bold")
+            names.append(ax.annotate(_wrapped(_short(model), len(span)), xy=((span[0] + span[-1]) / 2, 1),
+                                     xycoords=("data", "axes fraction"), xytext=(0, 4), textcoords="offset points",
+                                     ha="center", va="bottom", fontsize=10, fontweight="bold"))
             if span[0]:
                 ax.axvline(span[0] - 0.5, color="black", linewidth=1.2)
         ax.set_ylim(n_rows - 0.5, -0.5)
-        ax.set_title(plot_text(f"{hm.setting[:1].upper()}{hm.setting[1:]}: difference from raw"), pad=22)
+        fig.suptitle(plot_text(f"{hm.setting[:1].upper()}{hm.setting[1:]}: difference from raw"))
         bar = fig.colorbar(image, ax=ax, extend="both", fraction=0.03, pad=0.02)
         bar.set_label("points (* = significant)")
-        fig.tight_layout()
-    return fig
+    return fig, names
+
+
+def _overflow(fig: Any, names: list[Any]) -> tuple[float, float, float]:
+    """How much larger the drawn ``fig`` must be: inches of width and height by which its texts leave it, and the
+    factor by which its columns must widen so that neighbouring encoder names keep apart (1: they do)."""
+    from matplotlib.text import Text
+
+    renderer, page = fig.canvas.get_renderer(), fig.bbox
+    boxes = [t.get_window_extent(renderer) for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    dx = max([page.x0 - b.x0 for b in boxes] + [b.x1 - page.x1 for b in boxes] + [0.0])
+    dy = max([page.y0 - b.y0 for b in boxes] + [b.y1 - page.y1 for b in boxes] + [0.0])
+    spread = 1.0
+    extents = [n.get_window_extent(renderer) for n in names]
+    for a, b in zip(extents, extents[1:], strict=False):
+        if a.x1 + 6 > b.x0:
+            spread = max(spread, 1.0 + (a.x1 + 6 - b.x0) / max(b.x1 - a.x0, 1.0) * 2)
+    inch = fig.dpi
+    return (2 * dx / inch + 0.1 if dx else 0.0), (2 * dy / inch + 0.1 if dy else 0.0), spread

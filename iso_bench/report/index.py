@@ -70,6 +70,26 @@ def variant_order(variants: Iterable[str]) -> list[str]:
     return sorted(set(variants), key=lambda v: (v != "raw", v))
 
 
+def model_titles(bases: Iterable[str]) -> dict[str, str]:
+    """How a board names each model: its name, and where two names differ only in Unicode normalisation (``café``
+    written as NFC and as NFD, which look alike) the form each is written in, so their sections and columns are
+    told apart; no name is cut.
+
+    >>> [t.partition(" [")[2] or t for t in model_titles(["local/caf\u00e9", "local/cafe\u0301", "org/m"]).values()]
+    ['Unicode NFC]', 'Unicode NFD]', 'org/m']
+    """
+    import unicodedata
+
+    bases = list(dict.fromkeys(bases))
+    alike = Counter(unicodedata.normalize("NFC", b) for b in bases)
+
+    def form(name: str) -> str:
+        found = next((f for f in ("NFC", "NFD") if unicodedata.is_normalized(f, name)), "mixed")
+        return f"{name} [Unicode {found}{' form' * (found == 'mixed')}]"
+
+    return {b: form(b) if alike[unicodedata.normalize("NFC", b)] > 1 else b for b in bases}
+
+
 def place(task: str, results: Sequence[Result] = ()) -> tuple[Group, str]:
     """``(group, column label)`` of a task: from its card; without one, from its mteb task type.
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from iso_bench.report.results import Result
 
 MARKS = {MODIFIED: "†", UNVERIFIED: "°", OLDER: "‡"}  # shown after a cell computed from such a result
+UNITS_CHANGED, SCORE_CHANGED = "units", "score"  # why a result's units check failed: its units file's bytes, or a
+# main score its (unchanged) units do not give
 GRAVITY = (MODIFIED, UNVERIFIED, OLDER)  # the gravest first
 
 
@@ -38,12 +40,17 @@ def mark_notes(columns: Sequence[Sequence[Cell]], results: Sequence[Result]) -> 
         notes.append(f"{MARKS[MODIFIED]} = modified: computed from a result file whose scores, model name, setup or "
                      "provenance no longer match the digest written with them (iso_bench.result_sha256), so it was "
                      f"changed after its run; shown because of --accept-modified ({files}).")
-    units = ", ".join(sorted({r.file for r in results if r.units_check == MODIFIED}))
+    units = ", ".join(sorted({r.file for r in results if r.units_check == MODIFIED and r.units_why != SCORE_CHANGED}))
+    scored = ", ".join(sorted({r.file for r in results if r.units_check == MODIFIED and r.units_why == SCORE_CHANGED}))
     if MODIFIED in shown and units:
         notes.append(f"{MARKS[MODIFIED]} = modified: computed from a result whose units file no longer matches the "
                      "sha256 recorded for it (iso_bench.results.instances.sha256), so the units were changed after "
                      "its run; "
                      f"shown because of --accept-modified, without interval or test ({units}).")
+    if MODIFIED in shown and scored:
+        notes.append(f"{MARKS[MODIFIED]} = modified: computed from a result whose main score is not the one its "
+                     "per-instance units give (its units file unchanged), so its score was changed after its run; "
+                     f"shown because of --accept-modified, without interval or test ({scored}).")
     if UNVERIFIED in shown:
         notes.append(f"{MARKS[UNVERIFIED]} = unverified: computed from a result file without a digest (written by "
                      "an early iso-bench version, or not by an iso-bench variant), so a change after its run could "
@@ -52,5 +59,6 @@ def mark_notes(columns: Sequence[Sequence[Cell]], results: Sequence[Result]) -> 
         notes.append(f"{MARKS[OLDER]} = older: computed from a result file of iso-bench 0.1, whose digest "
                      "(iso_bench.scores_sha256) covers its scores only; its scores are as written, but a change of "
                      "its model name, setup or provenance after its run could not be detected.")
-    return notes + (["A cell is marked when any result it is computed from is, the raw result of its difference "
-                     "included."] if notes else [])
+    never = f" A cell marked {MARKS[MODIFIED]} is never bold, and its row never best." if MODIFIED in shown else ""
+    return notes + ([f"A cell is marked when any result it is computed from is, the raw result of its difference "
+                     f"included.{never}"] if notes else [])

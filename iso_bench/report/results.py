@@ -25,6 +25,7 @@ from typing import Any
 
 from iso_bench.registry import IsoBenchError
 from iso_bench.report.setups import SetupKey, setup_key
+from iso_bench.results.failures import SUFFIX, read_failure
 from iso_bench.results.result_files import (
     MODIFIED,
     OLDER,
@@ -64,6 +65,7 @@ class Result:
     path: Path | None = None  # the result file, as found under the folder given (its units file lies beside it)
     subsets: tuple[Mapping[str, Any], ...] = ()  # the iso_bench record of every entry (subset) of its split
     units_check: str = ""  # MODIFIED when a units file no longer matches the sha256 recorded for it, else ""
+    units_why: str = ""  # with units_check: UNITS_CHANGED (its bytes) or SCORE_CHANGED (a main score they don't give)
     main_scores: tuple[float, ...] = ()  # the main score of every entry (subset) of its split, as in the file
 
     @property
@@ -137,6 +139,18 @@ def read_results(results_dir: str | Path, accept_modified: bool = False) -> list
         r = _parse(path, path.relative_to(top).as_posix(), *_where(path, top, names))
         key = (r.base, r.revision, r.variant, r.setup_key, r.task)
         seen[key] = _one_of(seen[key], r, top) if key in seen else r
+    for path in sorted(p for pattern in ("*/*/*", "*/*/experiments/*/*") for p in top.glob(pattern + SUFFIX)):
+        failed = read_failure(path)  # a failed evaluation, recorded where its result would be: – and why
+        if failed is not None:
+            if (path.parent / META).is_file() or len(path.relative_to(top).parts) != 5:
+                name, revision, setup, experiment = _where(path, top, names)
+            else:  # no result yet in its experiment folder: the setup the failure recorded
+                name, revision, setup, experiment = (failed.get("model") or "", path.parents[2].name,
+                                                     failed.get("setup") or {}, path.parent.name)
+            base, variant = split_model_name(name)
+            r = Result(path.relative_to(top).as_posix(), base, variant, revision, failed["task"], None, {},
+                       {"failed": failed["reason"]}, setup=setup, experiment=experiment, check=VERIFIED, path=path)
+            seen.setdefault((r.base, r.revision, r.variant, r.setup_key, r.task), r)  # a result written wins
     modified = sorted(r.file for r in seen.values() if r.check == MODIFIED)
     if modified and not accept_modified:
         removed = {r.file for r in seen.values() if any(digest_removed(s) for s in r.subsets)}

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from iso_bench.numerics.stats import StatsError, Units
+from iso_bench.report.marks import SCORE_CHANGED, UNITS_CHANGED
 from iso_bench.report.results import LeaderboardError, Result
 from iso_bench.results.result_files import MODIFIED
 
@@ -127,7 +128,8 @@ class UnitsStore:
             bad = self._load(r)
             if bad:
                 changed.append((bad, r))
-            out.append(dataclasses.replace(r, units_check=MODIFIED) if bad else r)
+            out.append(dataclasses.replace(r, units_check=MODIFIED, units_why=UNITS_CHANGED if bad[1] is None
+                                           else SCORE_CHANGED) if bad else r)
         if changed and not accept_modified:
             ((path, why), r), more = changed[0], [str(p) for (p, _), _ in changed[1:]]
             also = f" (and {len(more)} more: {', '.join(more[:5])}{', ...' * (len(more) > 5)})" if more else ""

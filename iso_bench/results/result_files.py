@@ -63,9 +63,11 @@ class ResultsNotWritten(IsoBenchError, OSError):
     def __init__(self, path: Path, exc: OSError) -> None:
         why = "no space left on the device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
         where = Path(exc.filename).parent if getattr(exc, "filename", None) else Path(path).parent
-        super().__init__(f"cannot write results to {where} ({why}); free space there or pass --results a folder "
-                         "on a disk with room, then run the same command again: it computes only the missing "
-                         "results")
+        fix = (f"({why}); free space there or pass --results a folder on a disk with room, then run the same "
+               "command again: it computes only the missing results") if exc.errno != errno.ENAMETOOLONG else (
+            "(a name in it is longer than the file system allows, most allow 255 bytes; not a matter of space): give "
+            "the model a shorter name (a local folder's name is part of the path), or pass --results a shorter path")
+        super().__init__(f"cannot write results to {where} {fix}")
         self.path = Path(path)
 
 

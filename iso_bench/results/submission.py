@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
-import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.faults import check_space
-from iso_bench.files import remove_stale_temporary_folders, temporary_name
+from iso_bench.files import temporary_name
 from iso_bench.kinds.cards import cards
 from iso_bench.methods import make_method
+from iso_bench.outputs import output_lock, resolve_output, whole_folder
 from iso_bench.registry import IsoBenchError
 from iso_bench.results.result_files import (
     DIGEST,
@@ -195,9 +194,17 @@ def write_submission(results: str | Path, out: str | Path) -> Submission:
     docstring); ``out`` must not exist or be empty. Returns what was written and left out. Raises
     :class:`SubmissionError` on a result whose digest does not match (changed since its run), one with no
     iso-bench record, two results that would share a file, or a file over :data:`MAX_FILE_BYTES`."""
+    given = Path(out)
+    results, out = Path(results), _check_out(given)
+    with output_lock(out, given, SubmissionError):  # held from this check to the swap
+        _check_out(given)  # again, now that no other iso-bench writes it
+        return _submit(results, out, given)
+
+
+def _submit(results: Path, out: Path, given: Path) -> Submission:
+    """:func:`write_submission`'s work, under ``out``'s lock."""
     from mteb.models.model_meta import ModelMeta  # lazily: mteb takes seconds to import
 
-    results, out = Path(results), _check_out(Path(out))
     if (results / "results").is_dir():
         results = results / "results"
     if not results.is_dir():
@@ -242,14 +249,15 @@ def write_submission(results: str | Path, out: str | Path) -> Submission:
         if len(text.encode("utf-8")) > MAX_FILE_BYTES:
             raise SubmissionError(f"{source}: {len(text.encode('utf-8'))} bytes as submitted, over the "
                                   f"{MAX_FILE_BYTES} a submitted file may have")
-    _write_whole(out, pending, made)
+    _write_whole(out, given, pending, made)
     return made
 
 
 def _check_out(out: Path) -> Path:
     """The folder a submission is written to, checked before any work: absent or empty (a symlink followed to the
-    folder it points to, the link kept), in a folder that can be written."""
-    target = Path(os.path.realpath(out)) if out.is_symlink() else out
+    folder it points to, the link kept), in a folder that can be written; not the working folder, one above it or
+    a mount point (:func:`iso_bench.outputs.resolve_output`)."""
+    target = resolve_output(out, SubmissionError)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise SubmissionError(f"-o {out}: exists and is not an empty folder; name a new one")
     parent = target.parent
@@ -265,28 +273,22 @@ def _check_out(out: Path) -> Path:
     return target
 
 
-def _write_whole(out: Path, pending: dict[Path, tuple[str, Path]], made: Submission) -> None:
+def _write_whole(out: Path, given: Path, pending: dict[Path, tuple[str, Path]], made: Submission) -> None:
     """Write every pending file (paths under ``out``) into a temporary folder beside ``out`` and rename it into
-    place: the submission is there whole or not at all (a full disk leaves nothing, and the same command then
-    works)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporary_folders(out.parent, out.name)  # those a killed submission left
-    folder = Path(tempfile.mkdtemp(dir=out.parent, prefix=temporary_name(out), suffix=".tmp"))
+    place (:func:`iso_bench.outputs.whole_folder`): the submission is there whole or not at all (a full disk
+    leaves nothing, and the same command then works; a second submission to the same folder at once is one
+    error line)."""
     try:
-        for path, (text, _) in sorted(pending.items()):
-            inside = folder / path.relative_to(out)
-            inside.parent.mkdir(parents=True, exist_ok=True)
-            check_space(inside)  # tests: a full disk (ISO_BENCH_FULL_DISK)
-            inside.write_text(text, encoding="utf-8")
-        if out.is_dir():  # empty (checked): replaced by the complete folder
-            out.rmdir()
-        folder.rename(out)
+        with whole_folder(out, given, lambda: _check_out(given), SubmissionError) as folder:
+            for path, (text, _) in sorted(pending.items()):
+                inside = folder / path.relative_to(out)
+                inside.parent.mkdir(parents=True, exist_ok=True)
+                check_space(inside)  # tests: a full disk (ISO_BENCH_FULL_DISK)
+                inside.write_text(text, encoding="utf-8")
     except OSError as exc:
-        shutil.rmtree(folder, ignore_errors=True)
+        if isinstance(exc, IsoBenchError):
+            raise
         raise OSError(exc.errno, exc.strerror, str(out)) from None  # said for the folder asked for
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
     made.files.extend(sorted(pending))
 
 
