@@ -107,8 +107,8 @@ def results_present(folder: Path) -> int:
 def refusals(log: Path) -> list[str]:
     """The lines of a run's output that say a result failed or was refused."""
     lines = log.read_text(errors="replace").splitlines()
-    keys = ("error", "refus", "failed", "cannot", "Traceback", "Killed", "MemoryError")
-    return [line.strip() for line in lines if any(k in line for k in keys)][:8]
+    keys = ("error", "refus", "failed", "cannot", "Traceback", "Killed", "MemoryError", "too few")
+    return [line.strip() for line in lines if any(k in line for k in keys) and "shown as" not in line][:8]
 
 
 def cache_figures(cache: Path) -> dict:
@@ -222,8 +222,8 @@ def run_width(dim: int, args: argparse.Namespace, env: dict[str, str], work: Pat
         row = child([*base, "--methods", *methods, "--results", str(results)], log, run_env)
         row.update(results=results_present(results), expected=len(methods) * len(args.tasks), refused=refusals(log))
         rows[name] = row
-        print(f"{dim}-d {name:<16} {row['seconds']:>8.1f} s  {row['peak_rss_gb']:>6.2f} GB  "
-              f"results {row['results']}/{row['expected']}  rc {row['rc']}"
+        print(f"{dim}-d {name:<16} {row['seconds']:>8.1f} s ({row['cpu_seconds']:.0f} s CPU)  "
+              f"{row['peak_rss_gb']:>6.2f} GB  results {row['results']}/{row['expected']}  rc {row['rc']}"
               + (f"  | {row['refused'][0][:150]}" if row["refused"] else ""), flush=True)
         if name == "encode":
             rows[name]["cache"], rows[name]["cache_bfloat16"] = cache_figures(cache), sixteen_bit(cache)
@@ -247,11 +247,12 @@ def print_cache(dim: int, figures: dict, half: dict) -> None:
 
 
 def table(width: dict) -> str:
-    lines = [f"| {width['dim']}-d: method | seconds | peak RSS (GB) | results | refused |", "|---|---|---|---|---|"]
+    lines = [f"| {width['dim']}-d: method | seconds (CPU) | peak RSS (GB) | results | refused |",
+             "|---|---|---|---|---|"]
     for name, row in width["runs"].items():
         note = row["refused"][0][:120].replace("|", "/") if row["refused"] else ""
-        lines.append(f"| {name} | {row['seconds']:.1f} | {row['peak_rss_gb']:.2f} | {row['results']}/{row['expected']} "
-                     f"| {note} |")
+        lines.append(f"| {name} | {row['seconds']:.1f} ({row['cpu_seconds']:.0f}) | {row['peak_rss_gb']:.2f} | "
+                     f"{row['results']}/{row['expected']} | {note} |")
     return "\n".join(lines)
 
 
@@ -287,12 +288,14 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}\nwork folder: {work}", flush=True)
-    report = [run_width(dim, args, env, work) for dim in args.dims]
+    report = []
+    for dim in args.dims:
+        report.append(run_width(dim, args, env, work))
+        if args.json:  # after each width: a run stopped later keeps what it measured
+            Path(args.json).write_text(json.dumps(report, indent=1))
     print()
     for width in report:
         print(table(width) + "\n")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
