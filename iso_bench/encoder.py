@@ -37,7 +37,17 @@ from iso_bench.numerics import linalg
 from iso_bench.results.benchmark import result_record
 from iso_bench.results.instances import N_RESAMPLES, track
 from iso_bench.vectors.fit_cache import FOLDER as FIT_FOLDER
-from iso_bench.vectors.fit_cache import FitFileError, fit_key, jsonable, key_name, load_fit, save_fit, set_aside
+from iso_bench.vectors.fit_cache import (
+    FitFileError,
+    fit_key,
+    jsonable,
+    key_name,
+    learned_summary,
+    load_fit,
+    save_fit,
+    set_aside,
+)
+from iso_bench.vectors.fit_rows import within_values
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +56,8 @@ FIT_BATCH = 16_384  # texts per batch of a streaming fit
 TOKEN_SHARE = 4  # a token-level fit reads at most fit_budget / 4 texts at once (25,000 by default); more stream
 TOKEN_BATCH_SHARE = 16  # a streaming token-level fit reads FIT_BATCH / 16 texts (1,024: 10^4 to 10^5 vectors) a time
 FIT_VALUES = 1 << 28  # raw values (vectors x dim) over which a streaming method streams: 1 GiB of float32
+TOKEN_FIT_VALUES = 5 << 28  # raw values a token-level fit that does not stream holds at most (5 GiB of float32):
+# above all-mpnet-base-v2's SciFact (1.2e9, the v2 board's largest), 327,680 vectors at 4,096-d; more are sampled
 TRANSFORM_BATCH = 4096  # texts whose token vectors a token-level variant reads at a time
 TRANSFORM_TOKENS = 262_144  # token vectors (rows) it transforms and pools at a time, whole texts: O(block) memory
 TRANSFORM_ROWS = 16_384  # sentence vectors a variant transforms at a time (every STS task's column at once)
@@ -198,7 +210,7 @@ class _Variant:
                     method = stored
                     self.fits_loaded += 1
             self._fitted[key] = method
-            learned = _learned_summary(method)
+            learned = learned_summary(method)
             if learned:
                 fit = {**fit, "learned": learned}
             entry = self.fit_records.setdefault(corpus.key, {**corpus.to_record(), "seed": self.seed, "fits": []})
@@ -237,14 +249,24 @@ class _Variant:
         """The fit corpus a fit reads: ``corpus`` itself when it has at most ``fit_budget`` texts (a quarter
         of it for a token-level fit, whose texts give 10 to 100 vectors each), or when the method streams
         (its statistics accumulate batch by batch, :meth:`_fit_batches`); else a seeded sample of that many
-        texts, recorded as ``--fit-sample`` records one."""
+        texts, recorded as ``--fit-sample`` records one. A token-level fit's sample is smaller where its token
+        vectors would hold more than :data:`TOKEN_FIT_VALUES` values (:func:`within_values`: an LLM's width)."""
         budget = self._budget(level)
-        if len(corpus.texts) <= budget or self._prototype.streaming():
+        if self._prototype.streaming():
             return corpus
-        at = (corpus.key, budget)  # a sentence-level and a token-level fit take samples of their own sizes
-        if at not in self._samples:
-            self._samples[at] = corpus.sample(budget, self.seed, reason="fit budget")
-        return self._samples[at]
+        within, at = corpus, (corpus.key, budget)  # each level's fit takes a sample of its own size
+        if len(corpus.texts) > budget:
+            if at not in self._samples:
+                self._samples[at] = corpus.sample(budget, self.seed, reason="fit budget")
+            within = self._samples[at]
+        if level == "sentence":
+            return within
+        if self._samples.get((*at, "values")) is None:
+            found = within_values(self.store, corpus, TOKEN_FIT_VALUES, self.seed, within)
+            if found is within:
+                return within
+            self._samples[(*at, "values")] = found
+        return self._samples[(*at, "values")]
 
     def _budget(self, level: str) -> int:
         """Texts a fit of ``level`` vectors reads at once: the fit budget for sentence vectors, a quarter of
@@ -428,17 +450,3 @@ def base_record(backbone: Any, command: str | None = None) -> dict[str, Any]:
     return {"model": backbone.model_id, "revision": backbone.revision, "extraction": extraction,
             "environment": environment, "command": command}
 
-
-def _learned_summary(method: Method) -> dict[str, Any]:
-    """Small learned facts worth citing (e.g. the clipped dimensions); never large arrays."""
-    out = {}
-    for key, value in vars(method).items():
-        if not key.endswith("_") or key.startswith("_"):
-            continue
-        if isinstance(value, (int, float, str, bool, np.integer, np.floating)):
-            out[key] = jsonable(value)
-        elif isinstance(value, (list, tuple)) and len(value) <= 64 and all(
-            isinstance(v, (int, np.integer)) for v in value
-        ):
-            out[key] = [int(v) for v in value]
-    return out

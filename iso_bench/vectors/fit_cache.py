@@ -236,3 +236,18 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def learned_summary(method: Any) -> dict[str, Any]:
+    """Small learned facts worth citing (e.g. the clipped dimensions); never large arrays."""
+    out = {}
+    for key, value in vars(method).items():
+        if not key.endswith("_") or key.startswith("_"):
+            continue
+        if isinstance(value, (int, float, str, bool, np.integer, np.floating)):
+            out[key] = jsonable(value)
+        elif isinstance(value, (list, tuple)) and len(value) <= 64 and all(
+            isinstance(v, (int, np.integer)) for v in value
+        ):
+            out[key] = [int(v) for v in value]
+    return out

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from iso_bench.vectors.shards import CacheCorruptError, ShardInfo, index_shard
+from iso_bench.vectors.shards import FLOAT32, CacheCorruptError, ShardInfo, index_shard
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS shards (name TEXT PRIMARY KEY, kind TEXT NOT NULL, data_offset INTEGER NOT NULL,
                                    rows INTEGER NOT NULL, dim INTEGER NOT NULL, ndim INTEGER NOT NULL,
                                    bytes INTEGER NOT NULL, entries INTEGER NOT NULL, written REAL NOT NULL,
-                                   task TEXT);
+                                   task TEXT, storage TEXT);
 CREATE TABLE IF NOT EXISTS entries (kind TEXT NOT NULL, key BLOB NOT NULL, shard TEXT NOT NULL,
                                     start INTEGER NOT NULL, stop INTEGER NOT NULL, crc INTEGER NOT NULL,
                                     PRIMARY KEY (kind, key)) WITHOUT ROWID;
@@ -88,8 +88,11 @@ class ShardIndex:
             try:
                 db.executescript(_SCHEMA)
                 db.execute("SELECT count(*) FROM shards").fetchone()
-                if "task" not in {row[1] for row in db.execute("PRAGMA table_info(shards)")}:
+                columns = {row[1] for row in db.execute("PRAGMA table_info(shards)")}
+                if "task" not in columns:
                     db.execute("ALTER TABLE shards ADD COLUMN task TEXT")  # an index of iso-bench 0.2.0.dev
+                if "storage" not in columns:  # an index written before 16-bit shards: every shard is float32
+                    db.execute("ALTER TABLE shards ADD COLUMN storage TEXT")
                 return db
             except sqlite3.DatabaseError as exc:
                 db.close()
@@ -114,15 +117,17 @@ class ShardIndex:
     def add(self, kind: str, name: str, info: ShardInfo, written: float | None = None,
             task: str | None = None) -> None:
         """Index a shard written whole (one transaction): its entries, each key once (a key already indexed
-        in another shard keeps that one); ``task``: the task whose texts it holds, where known."""
+        in another shard keeps that one); ``task``: the task whose texts it holds, where known. A shard's storage
+        (:data:`iso_bench.vectors.shards.STORAGES`) is recorded, NULL for float32."""
         size = (self.folder / name).stat().st_size if (self.folder / name).exists() else 0
         starts, stops = info.offsets[:-1].tolist(), info.offsets[1:].tolist()
         self._seen.setdefault(kind, set()).add(name)
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO shards (name, kind, data_offset, rows, dim, ndim, bytes, entries, "
-                       "written, task) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       "written, task, storage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (name, kind, info.data_offset, info.rows, info.dim, info.ndim, size, len(info.keys),
-                        time.time() if written is None else written, task))
+                        time.time() if written is None else written, task,
+                        None if info.storage == FLOAT32 else info.storage))
             db.executemany("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?)",
                            zip([kind] * len(info.keys), info.keys, [name] * len(info.keys), starts, stops,
                                info.crcs, strict=True))
@@ -180,9 +185,11 @@ class ShardIndex:
             out.update((key, (shard, start, stop, crc)) for key, shard, start, stop, crc in rows)
         return out
 
-    def shard(self, name: str) -> tuple[int, int, int, int] | None:
-        """``(data_offset, rows, dim, ndim)`` of an indexed shard; None when it is not indexed."""
-        return self.db.execute("SELECT data_offset, rows, dim, ndim FROM shards WHERE name = ?", (name,)).fetchone()
+    def shard(self, name: str) -> tuple[int, int, int, int, str] | None:
+        """``(data_offset, rows, dim, ndim, storage)`` of an indexed shard; None when it is not indexed."""
+        found = self.db.execute("SELECT data_offset, rows, dim, ndim, storage FROM shards WHERE name = ?",
+                                (name,)).fetchone()
+        return None if found is None else (*found[:4], found[4] or FLOAT32)
 
     def summary(self) -> list[tuple[str, str | None, int, int, int, float]]:
         """Per kind and task: ``(kind, task, shards, entries, bytes, newest write time)``; the task is None for

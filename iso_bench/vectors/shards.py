@@ -2,11 +2,17 @@
 ``np.savez`` writes), written whole or not at all and checked on read.
 
 Members: ``keys`` (n, 32) uint8, ``offsets`` (n + 1,) int64 (entry ``i`` is rows ``offsets[i]:offsets[i+1]``
-of ``data``), ``data`` (rows, dim) float32, ``ndim`` (1,) (1: one row per entry, a sentence or span vector;
+of ``data``), ``data`` (rows, dim), ``ndim`` (1,) (1: one row per entry, a sentence or span vector;
 2: a block of rows, a text's token vectors) and ``digest``, the SHA-256 of the first three. Because the zip
 stores its members uncompressed, ``data`` lies at a fixed offset of the file (:func:`locate`): the store
 reads the rows it needs in place (a memory map), never the whole shard, and checks each entry against the
 CRC-32 of its rows recorded in the index (:func:`entry_crcs`) when the shard was written or first indexed.
+
+``data`` holds float32, unless the vectors came out of a 16-bit forward pass (:data:`STORAGES`): a model run in
+float16 keeps them as float16, one run in bfloat16 as uint16 (the upper half of each float32, which is all of a
+bfloat16; numpy has no bfloat16 of its own). Half the bytes and nothing lost: a chunk is written in 16 bits only
+when every value goes back to the very same float32 (:func:`narrow`), else in float32 as always (span vectors,
+averaged in float32 from a 16-bit model's token vectors, are not 16-bit numbers). Readers always get float32.
 
 Example:
     >>> import tempfile, pathlib
@@ -36,11 +42,18 @@ class CacheCorruptError(IsoBenchError, RuntimeError):
     """A shard failed its checksum or could not be parsed."""
 
 
+FLOAT32 = "float32"
+STORAGES = {FLOAT32: np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": np.dtype(np.uint16)}
+"""What a shard's ``data`` holds, by the precision of the forward pass that made its vectors: the numpy dtype of
+the member (bfloat16 as the uint16 upper halves of float32 values)."""
+_BY_DTYPE = {dtype: name for name, dtype in STORAGES.items()}
+
+
 @dataclass(frozen=True)
 class ShardInfo:
     """Where a shard's entries are: ``keys`` (32 bytes each), ``offsets`` into its ``rows`` of ``dim``
-    float32 values that start at byte ``data_offset`` of the file, each entry's CRC-32 (``crcs``), and
-    ``ndim`` (1: an entry is one vector; 2: a block of rows)."""
+    values that start at byte ``data_offset`` of the file, each entry's CRC-32 (``crcs``), ``ndim`` (1: an
+    entry is one vector; 2: a block of rows) and ``storage``, what the values are kept in (:data:`STORAGES`)."""
 
     keys: list[bytes]
     offsets: np.ndarray
@@ -49,6 +62,38 @@ class ShardInfo:
     rows: int
     dim: int
     ndim: int
+    storage: str = FLOAT32
+
+
+def narrow(data: np.ndarray, storage: str | None) -> tuple[np.ndarray, str]:
+    """``(the float32 matrix data as stored, its storage)``: in ``storage`` (``"float16"`` or ``"bfloat16"``) when
+    every value goes back to the same float32 bits, else float32 itself (nothing is ever rounded).
+
+    >>> narrow(np.array([[1.5, -2.0]], np.float32), "bfloat16")[0].tolist(), narrow(np.array([[0.1]], np.float32),
+    ...                                                                               "bfloat16")[1]
+    ([[16320, 49152]], 'float32')
+    """
+    if storage in (None, FLOAT32) or not data.size:
+        return data, FLOAT32
+    bits = data.view(np.uint32)
+    if storage == "bfloat16":
+        if not (bits & 0xFFFF).any():
+            return (bits >> 16).astype(np.uint16), storage
+        return data, FLOAT32
+    if storage != "float16":
+        raise ValueError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")
+    with np.errstate(over="ignore"):  # a value beyond float16's range: not kept in float16
+        half = data.astype(np.float16)
+    if np.array_equal(half.astype(np.float32).view(np.uint32), bits):
+        return half, storage
+    return data, FLOAT32
+
+
+def widen(stored: np.ndarray) -> np.ndarray:
+    """The float32 values of rows as a shard stores them (:func:`narrow`'s inverse, exact)."""
+    if stored.dtype == np.uint16:
+        return (stored.astype(np.uint32) << 16).view(np.float32)
+    return stored if stored.dtype == np.float32 else stored.astype(np.float32)
 
 
 def _digest(keys: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
@@ -59,13 +104,15 @@ def _digest(keys: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> np.ndarr
 
 
 def entry_crcs(data: np.ndarray, offsets: np.ndarray) -> list[int]:
-    """The CRC-32 of each entry's float32 rows (the check made when the entry is read in place)."""
-    view = np.ascontiguousarray(data, dtype=np.float32)
+    """The CRC-32 of each entry's rows as stored (the check made when the entry is read in place)."""
+    view = np.ascontiguousarray(data)
     return [zlib.crc32(view[a:b]) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
 
 
-def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray]) -> ShardInfo:
+def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray], storage: str | None = None) -> ShardInfo:
     """Write vectors (each ``(dim,)`` or ``(n_i, dim)``) atomically with a checksum; returns where they are.
+    ``storage``: the precision of the forward pass that made them (``"float16"``, ``"bfloat16"``; None: float32),
+    kept where nothing is lost (:func:`narrow`).
 
     The file is what ``np.savez`` writes (an uncompressed zip of ``.npy`` members), streamed into its
     temporary file member by member: no second copy of a shard that may be 100s of MB is made in memory."""
@@ -74,6 +121,7 @@ def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray]) -> Shar
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(r) for r in rows])
     data = np.concatenate(rows, axis=0) if rows else np.zeros((0, dim), np.float32)
+    data, kept = narrow(data, storage)
     key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)
     members = {"keys": key_arr, "offsets": offsets, "data": data, "ndim": np.array([arrays[0].ndim], dtype=np.int64),
                "digest": _digest(key_arr, offsets, data)}
@@ -88,13 +136,13 @@ def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray]) -> Shar
                     fault_point("shard-write")
         data_offset = locate(tmp)[0]
     return ShardInfo(list(keys), offsets, entry_crcs(data, offsets), data_offset, len(data), dim,
-                     int(arrays[0].ndim))
+                     int(arrays[0].ndim), kept)
 
 
-def locate(path: Path) -> tuple[int, tuple[int, ...]]:
-    """``(byte offset, shape)`` of the ``data`` member's float32 array in a shard file: the start of its
-    ``.npy`` payload inside the (uncompressed) zip. Raises :class:`CacheCorruptError` when the file is not
-    such a shard."""
+def locate(path: Path) -> tuple[int, tuple[int, ...], str]:
+    """``(byte offset, shape, storage)`` of the ``data`` member's array in a shard file: the start of its
+    ``.npy`` payload inside the (uncompressed) zip, and what it holds (:data:`STORAGES`). Raises
+    :class:`CacheCorruptError` when the file is not such a shard."""
     try:
         with zipfile.ZipFile(path) as archive:
             info = archive.getinfo("data.npy")
@@ -111,9 +159,9 @@ def locate(path: Path) -> tuple[int, tuple[int, ...]]:
             read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
                 np.lib.format.read_array_header_2_0
             shape, fortran, dtype = read_header(f)
-            if dtype != np.float32 or fortran or len(shape) != 2:
+            if dtype not in _BY_DTYPE or fortran or len(shape) != 2:
                 raise ValueError(f"data.npy is {dtype} {shape}")
-            return f.tell(), shape
+            return f.tell(), shape, _BY_DTYPE[dtype]
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, struct.error) as exc:
         raise CacheCorruptError(f"{path}: unreadable ({exc})") from exc
 
@@ -121,6 +169,7 @@ def locate(path: Path) -> tuple[int, tuple[int, ...]]:
 def read_shard(path: Path) -> dict[bytes, np.ndarray]:
     """Read a whole shard and verify its SHA-256; raises :class:`CacheCorruptError` when it is damaged."""
     keys, offsets, data, ndim = _read_verified(path)
+    data = widen(data)
     one = ndim == 1
     out = {}
     for i in range(len(keys)):
@@ -133,11 +182,11 @@ def index_shard(path: Path) -> ShardInfo:
     """What the index records of a shard found on disk (an older cache's, or one whose writer died before
     indexing it): read whole and verified once, never trusted blindly."""
     keys, offsets, data, ndim = _read_verified(path)
-    data_offset, shape = locate(path)
-    if tuple(shape) != data.shape:
+    data_offset, shape, storage = locate(path)
+    if tuple(shape) != data.shape or STORAGES[storage] != data.dtype:
         raise CacheCorruptError(f"{path}: inconsistent data member")
     return ShardInfo([k.tobytes() for k in keys], offsets, entry_crcs(data, offsets), data_offset, len(data),
-                     data.shape[1], ndim)
+                     data.shape[1], ndim, storage)
 
 
 def _read_verified(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -153,17 +202,29 @@ def _read_verified(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]
     return keys, offsets, data, int(ndim[0])
 
 
-def read_rows(path: Path, info: ShardInfo | tuple[int, int, int], starts: np.ndarray, stops: np.ndarray,
-              crcs: list[int] | None = None) -> list[np.ndarray]:
-    """The rows ``starts[i]:stops[i]`` of a shard's data, read in place (a memory map: only those pages are
-    read), each checked against ``crcs[i]`` when given. ``info``: the shard's :class:`ShardInfo`, or its
-    ``(data_offset, rows, dim)``. Raises :class:`CacheCorruptError` when the file is shorter than recorded
-    or an entry's CRC differs (the shard was damaged after it was indexed)."""
-    offset, rows, dim = (info.data_offset, info.rows, info.dim) if isinstance(info, ShardInfo) else info
+Where = ShardInfo | tuple[int, int, int] | tuple[int, int, int, str]
+"""Where a shard's data is: its :class:`ShardInfo`, or ``(data_offset, rows, dim)`` of float32 values, or
+``(data_offset, rows, dim, storage)`` (what the index records)."""
+
+
+def _mapped(path: Path, info: Where) -> np.memmap:
+    """The shard's data as stored, memory-mapped."""
+    if isinstance(info, ShardInfo):
+        info = (info.data_offset, info.rows, info.dim, info.storage)
+    offset, rows, dim, storage = (*info, FLOAT32)[:4]
     try:
-        data = np.memmap(path, dtype=np.float32, mode="r", offset=offset, shape=(rows, dim))
+        return np.memmap(path, dtype=STORAGES[storage or FLOAT32], mode="r", offset=offset, shape=(rows, dim))
     except (OSError, ValueError) as exc:  # a file cut short: mmap length beyond its end
         raise CacheCorruptError(f"{path}: unreadable ({exc})") from exc
+
+
+def read_rows(path: Path, info: Where, starts: np.ndarray, stops: np.ndarray,
+              crcs: list[int] | None = None) -> list[np.ndarray]:
+    """The rows ``starts[i]:stops[i]`` of a shard's data as float32, read in place (a memory map: only those
+    pages are read), each checked against ``crcs[i]`` when given. ``info``: where the data is (:data:`Where`).
+    Raises :class:`CacheCorruptError` when the file is shorter than recorded or an entry's CRC differs (the
+    shard was damaged after it was indexed)."""
+    data = _mapped(path, info)
     try:
         out = [np.array(data[a:b]) for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
     finally:
@@ -172,22 +233,17 @@ def read_rows(path: Path, info: ShardInfo | tuple[int, int, int], starts: np.nda
         for block, crc in zip(out, crcs, strict=True):
             if zlib.crc32(block) != crc:
                 raise CacheCorruptError(f"{path}: checksum mismatch of an entry")
-    return out
+    return [widen(block) for block in out]
 
 
-def read_vectors(path: Path, info: tuple[int, int, int], rows: np.ndarray, crcs: list[int] | None = None
-                 ) -> np.ndarray:
-    """The single-row entries at ``rows`` of a shard's data as one ``(len(rows), dim)`` matrix, read in place
-    and checked against ``crcs`` as :func:`read_rows` does: no per-entry array for a large request."""
-    offset, n_rows, dim = info
-    try:
-        data = np.memmap(path, dtype=np.float32, mode="r", offset=offset, shape=(n_rows, dim))
-    except (OSError, ValueError) as exc:
-        raise CacheCorruptError(f"{path}: unreadable ({exc})") from exc
+def read_vectors(path: Path, info: Where, rows: np.ndarray, crcs: list[int] | None = None) -> np.ndarray:
+    """The single-row entries at ``rows`` of a shard's data as one float32 ``(len(rows), dim)`` matrix, read in
+    place and checked against ``crcs`` as :func:`read_rows` does: no per-entry array for a large request."""
+    data = _mapped(path, info)
     try:
         out = np.asarray(data[np.asarray(rows, dtype=np.int64)])
     finally:
         del data
     if crcs is not None and any(zlib.crc32(row) != crc for row, crc in zip(out, crcs, strict=True)):
         raise CacheCorruptError(f"{path}: checksum mismatch of an entry")
-    return out
+    return widen(out)

@@ -21,6 +21,12 @@ written while the process holds an exclusive lock on the namespace's ``encode.lo
 taking the lock a store first looks the chunk up again in the index, which other processes update as they
 write, so that a text is encoded once however many runs ask for it (see :meth:`EmbeddingStore._encode_lock`).
 
+A model whose forward pass ran in 16-bit precision (its extraction's ``dtype``: ``float16``, ``bfloat16``) has its
+vectors kept in that precision, half the bytes of float32 and the very same numbers
+(:func:`iso_bench.vectors.shards.narrow`: a shard whose values are not all 16-bit numbers, such as span vectors
+averaged in float32, stays float32); what the store hands out is float32 always. A float32 model's shards are
+written as they always were.
+
 Vectors of another kernel class (:func:`iso_bench.kernels.kernel_class`: ``cpu-avx2``, ``cuda-sm90``) are other
 bits: each class has its namespace (the folder name ends in ``-<class>``, except for
 :data:`iso_bench.kernels.FIRST_CLASS`, whose folders are those written before classes were named), so a store never
@@ -53,6 +59,8 @@ from iso_bench.kernels import kernel_class, namespace_suffix
 from iso_bench.vectors.encoding import EncodeMissing
 from iso_bench.vectors.index import ShardIndex, group_by_shard, set_aside, text_key
 from iso_bench.vectors.shards import (  # noqa: F401 - the shard format, named here too
+    FLOAT32,
+    STORAGES,
     CacheCorruptError,
     read_rows,
     read_shard,
@@ -85,6 +93,15 @@ def default_token_cache_texts() -> int:
     """``$ISO_BENCH_TOKEN_CACHE_TEXTS`` (``--token-cache-texts``), else :data:`TOKEN_CACHE_TEXTS`."""
     text = os.environ.get(TOKEN_CACHE_ENV)
     return int(text) if text else TOKEN_CACHE_TEXTS
+
+
+def forward_precision(backbone: Any) -> str | None:
+    """The precision of the backbone's forward pass as its extraction records it (``dtype``: ``"float16"``,
+    ``"bfloat16"``; absent or None for float32): what the store keeps its vectors in (:data:`STORAGES`), where
+    every value of a shard survives it exactly (:func:`iso_bench.vectors.shards.narrow`)."""
+    dtype = getattr(getattr(backbone, "extraction", None), "dtype", None)
+    name = str(dtype).removeprefix("torch.") if dtype is not None else None
+    return name if name in STORAGES and name != FLOAT32 else None
 
 
 def default_cache_dir() -> Path:
@@ -132,12 +149,13 @@ class EmbeddingStore(EncodeMissing):
         self._large_tasks: set[str] = set()  # tasks over token_cache_texts: their token vectors are not kept
         self._mem: dict[str, dict[bytes, np.ndarray]] = {}  # vectors not on disk (no folder, or a failed write)
         self._synced: set[str] = set()  # kinds whose shards on disk this store has checked against the index
-        self._shard_meta: dict[str, tuple[int, int, int, int]] = {}  # name -> (data_offset, rows, dim, ndim)
+        self._shard_meta: dict[str, tuple[int, int, int, int, str]] = {}  # name -> (offset, rows, dim, ndim, storage)
         self.index: ShardIndex | None = None
         self._recent: dict[tuple[int, bytes], np.ndarray] = {}  # the last sentence matrices (see sentences)
         self.stats = {"computed": 0, "reused": 0}
         self.folder: Path | None = None
         self.kernel_class = kernel_class(getattr(backbone, "device", "cpu"))
+        self.storage = forward_precision(backbone)  # 16-bit shards for a 16-bit forward pass, where lossless
         if cache_dir is not None:
             info = {**backbone.describe(), "kernel_class": self.kernel_class}
             extraction = backbone.extraction.key() if hasattr(backbone, "extraction") else "default"
@@ -305,12 +323,12 @@ class EmbeddingStore(EncodeMissing):
         for name, positions, starts, stops, crcs in group_by_shard(found, wanted):
             path, where = self.folder / name, todo[positions]
             try:
-                offset, rows, dim, ndim = self._meta_of(name)
+                offset, rows, dim, ndim, storage = self._meta_of(name)
+                at = (offset, rows, dim, storage)
                 if ndim == 1:
-                    out[where] = read_vectors(path, (offset, rows, dim), starts, crcs)
+                    out[where] = read_vectors(path, at, starts, crcs)
                 else:
-                    for i, block in zip(where.tolist(), read_rows(path, (offset, rows, dim), starts, stops, crcs),
-                                        strict=True):
+                    for i, block in zip(where.tolist(), read_rows(path, at, starts, stops, crcs), strict=True):
                         out[i] = block
                 filled[where] = True
             except CacheCorruptError as exc:
@@ -319,8 +337,8 @@ class EmbeddingStore(EncodeMissing):
                 self.index.drop([name])
                 self._shard_meta.pop(name, None)
 
-    def _meta_of(self, name: str) -> tuple[int, int, int, int]:
-        """``(data_offset, rows, dim, ndim)`` of an indexed shard (asked of the index once per process)."""
+    def _meta_of(self, name: str) -> tuple[int, int, int, int, str]:
+        """``(data_offset, rows, dim, ndim, storage)`` of an indexed shard (asked of the index once per process)."""
         if name not in self._shard_meta:
             found = self.index.shard(name) if self.index is not None else None
             if found is None:
@@ -373,7 +391,7 @@ class EmbeddingStore(EncodeMissing):
             return
         name = f"{kind}-{uuid.uuid4().hex}.npz"
         try:
-            info = write_shard(self.folder / name, keys, arrays)
+            info = write_shard(self.folder / name, keys, arrays, self.storage)
             self.index.add(kind, name, info, task=task)
         except (OSError, sqlite3.Error) as exc:  # a full disk: the vectors stay in memory for this run
             cache_not_written(self.folder / name, exc if isinstance(exc, OSError) else OSError(str(exc)))
