@@ -47,7 +47,7 @@ from iso_bench.vectors.fit_cache import (
     save_fit,
     set_aside,
 )
-from iso_bench.vectors.fit_rows import within_values
+from iso_bench.vectors.fit_rows import TOKEN_FIT_VALUES, within_values
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +56,6 @@ FIT_BATCH = 16_384  # texts per batch of a streaming fit
 TOKEN_SHARE = 4  # a token-level fit reads at most fit_budget / 4 texts at once (25,000 by default); more stream
 TOKEN_BATCH_SHARE = 16  # a streaming token-level fit reads FIT_BATCH / 16 texts (1,024: 10^4 to 10^5 vectors) a time
 FIT_VALUES = 1 << 28  # raw values (vectors x dim) over which a streaming method streams: 1 GiB of float32
-TOKEN_FIT_VALUES = 5 << 28  # raw values a token-level fit that does not stream holds at most (5 GiB of float32):
-# above all-mpnet-base-v2's SciFact (1.2e9, the v2 board's largest), 327,680 vectors at 4,096-d; more are sampled
 TRANSFORM_BATCH = 4096  # texts whose token vectors a token-level variant reads at a time
 TRANSFORM_TOKENS = 262_144  # token vectors (rows) it transforms and pools at a time, whole texts: O(block) memory
 TRANSFORM_ROWS = 16_384  # sentence vectors a variant transforms at a time (every STS task's column at once)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -204,6 +205,9 @@ def test_token_level_methods_and_wic_run_and_a_second_run_finds_every_result(sta
     record = _record(tmp_path, f"{QWEN3}+cluster-pca", "WiC")["iso_bench"]
     assert record["extraction"]["dtype"] == "bfloat16"  # the checkpoint's own dtype (transformers' "auto")
     assert record["extraction"]["batching"] == "equal-length"
+    storage = {row for db in (tmp_path / "cache").rglob("index.sqlite") for row in sqlite3.connect(db).execute(
+        "SELECT kind, storage FROM shards WHERE kind IN ('sentence', 'tokens')")}
+    assert storage == {("sentence", "bfloat16"), ("tokens", "bfloat16")}  # a bfloat16 forward's vectors: 16 bits
     assert record["instructions"] == {"none": "", "query": "", "document": ""}  # WiC names none; Qwen3's template
     sts = _record(tmp_path, f"{QWEN3}+raw", "STS16")["iso_bench"]["instructions"]
     assert sts["none"] == "Instruct: Retrieve semantically similar text.\nQuery:" and sts["document"] == ""

@@ -19,6 +19,8 @@ from typing import Any
 
 from iso_bench.backbones.mteb_backbone import TokenVectorsUnavailable
 
+TOKEN_FIT_VALUES = 5 << 28  # raw values a token-level fit that does not stream holds at most (5 GiB of float32):
+# above all-mpnet-base-v2's SciFact (1.2e9, the v2 board's largest), 327,680 vectors at 4,096-d; more are sampled
 SHRINK = 0.98  # a sample over the limit (longer texts than the corpus's on average) is taken again this much smaller
 
 
