@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iso_bench.encoder import _learned_summary
 from iso_bench.methods import make_method, method_names
 from iso_bench.report import read_results
 from iso_bench.report.provenance import provenance
+from iso_bench.vectors.fit_cache import learned_summary
 from tests.conftest import LEADERBOARDS
 from tests.report_helpers import write_result
 
@@ -33,7 +33,7 @@ def fitted_line(tmp_path: Path, name: str) -> str:
     X[:, 3], X[:, 7] = 1.0, 0.0
     if type(method).fitted:
         method.fit(X)
-    fits = [{"level": level, "n_vectors": len(X), "learned": _learned_summary(method)}] if type(method).fitted else []
+    fits = [{"level": level, "n_vectors": len(X), "learned": learned_summary(method)}] if type(method).fitted else []
     write_result(tmp_path, "org/m", spec, "STS12", 0.7, fits=fits)
     (line,) = dict(provenance(read_results(tmp_path)))["fit"]
     return line
