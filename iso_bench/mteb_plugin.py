@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.backbones.base import model_label
-from iso_bench.backbones.loader import load_backbone, run_dtype
+from iso_bench.backbones.loader import extraction_dtype, load_backbone, run_dtype
 from iso_bench.checks import check_methods, describe_model
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, read_text_file
 from iso_bench.data.fit_corpus import fit_budget as default_budget
@@ -147,7 +147,7 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
     # mteb.get_model adds to the experiment kwargs: a route or a cache folder never makes another setup
     encoder.setup = setup_kwargs(method, fit_corpus=fit_corpus_path or fit_corpus, seed=seed, pooling=pooling,
                                  layer=layer, fit_sample=fit_sample, fit_budget=fit_budget,
-                                 dtype=run_dtype(base_model, revision, dtype, pooling=pooling, layer=layer))
+                                 dtype=extraction_dtype(model, dtype))
     return encoder
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.backbones.base import model_label
-from iso_bench.backbones.loader import load_backbone, peek_revision
+from iso_bench.backbones.loader import extraction_dtype, load_backbone, peek_revision
 from iso_bench.backbones.precision import check_dtype_device
 from iso_bench.checks import (
     check_device,
@@ -44,7 +44,6 @@ from iso_bench.grid.plan import found as _found
 from iso_bench.grid.plan import missing_results as _missing
 from iso_bench.grid.plan import seeded as _seeded
 from iso_bench.grid.plan import stopped as _stopped
-from iso_bench.grid.plan import variant_dtype as _variant_dtype
 from iso_bench.grid.plan import variant_meta_of as _variant_meta
 from iso_bench.grid.tasks import build_task, get_task, resolve  # noqa: F401 - get_task: named here for callers
 from iso_bench.kernels import check_kernels, pin_kernels
@@ -153,8 +152,8 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     check_device(cfg.device)
     set_threads(cfg.threads)
     check_kernels(cfg.device or "cpu")  # the mode's kernels are those in force, else one clear error
-    check_dtype_device(_variant_dtype(cfg), cfg.device)  # refused on mteb's and the pipeline's routes, or the device
     model = describe_model(cfg.model, cfg.revision, pooling=cfg.pooling, layer=cfg.layer)  # what it is, read once
+    check_dtype_device(extraction_dtype(model, cfg.dtype), cfg.device)  # refused on mteb's and the pipeline's routes
     dims = model.dims()
     if model.disagreement():  # mteb's embed_dim is not the width (gte-Qwen2's 8,960): said, not refused
         logger.warning(model.disagreement())
