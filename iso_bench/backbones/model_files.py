@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iso_bench.backbones.base import read_model_json
+from iso_bench.backbones.precision import FLOAT32, config_dtype
 
 HIDDEN_KEYS = ("hidden_size", "d_model", "n_embd", "dim", "hidden_dim")
 """The ``config.json`` keys that hold a transformer's hidden size (``hidden_dim``: a model2vec model's width)."""
@@ -20,7 +21,9 @@ POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len", "weightedmean", "lasttok
 class FilesSay:
     """``hidden``: the hidden size (the token vectors' width); ``width``: the sentence vectors' width after the
     pipeline's Pooling, Dense and truncation (the hidden size where the model has no pipeline); ``pooling``: the
-    Pooling module's mode; ``dtype``: the dtype of ``config.json`` (None: float32 or not said). None: not read."""
+    Pooling module's mode; ``dtype``: the dtype ``config.json`` records, as it records it (None: float32 or not
+    said; float64 stays float64, where :func:`iso_bench.backbones.precision.checkpoint_dtype`, the precision
+    iso-bench runs the checkpoint in, says float32). None: not read."""
 
     hidden: int | None = None
     width: int | None = None
@@ -72,5 +75,5 @@ def read_files(model: str, revision: str | None, modules: list[dict[str, Any]] |
     for cut in ((st_config or {}).get("truncate_dim") if isinstance(st_config, dict) else None, truncate):
         if isinstance(cut, int) and width is not None:
             width = min(width, cut)
-    dtype = (config or {}).get("dtype", (config or {}).get("torch_dtype"))
-    return FilesSay(hidden, width, pooling, None if dtype in (None, "float32") else str(dtype))
+    dtype = config_dtype(config)
+    return FilesSay(hidden, width, pooling, None if dtype in (None, FLOAT32) else dtype)

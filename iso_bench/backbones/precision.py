@@ -29,15 +29,25 @@ class PrecisionError(IsoBenchError, ValueError):
     """A precision that is unknown, or that the device cannot run."""
 
 
-def checkpoint_dtype(model_id: str, revision: str | None = None) -> str:
-    """The precision a checkpoint's ``config.json`` names (``dtype``, or ``torch_dtype`` as transformers 4 wrote
-    it; a multimodal model's ``text_config``): bfloat16 or float16 where it names one, else float32 (a config that
-    names none, or float64, is run in float32)."""
-    config = read_model_json(model_id, "config.json", revision)
+def config_dtype(config: Any) -> str | None:
+    """The dtype a ``config.json`` (parsed) records: ``dtype``, or ``torch_dtype`` as transformers 4 wrote it, at its
+    top or in a multimodal model's ``text_config``, without a ``torch.`` prefix; None where it records none. The one
+    parser of a checkpoint's dtype: :func:`checkpoint_dtype` turns it into the precision iso-bench runs the
+    checkpoint in, :attr:`iso_bench.backbones.model_files.FilesSay.dtype` reports it as the files say it.
+
+    >>> config_dtype({"torch_dtype": "torch.float16"}), config_dtype({"text_config": {"dtype": "bfloat16"}})
+    ('float16', 'bfloat16')
+    """
     config = config if isinstance(config, dict) else {}
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
-    name = next((c[k] for c in (config, text) for k in ("dtype", "torch_dtype") if isinstance(c.get(k), str)), "")
-    name = name.removeprefix("torch.")
+    name = next((c[k] for c in (config, text) for k in ("dtype", "torch_dtype") if isinstance(c.get(k), str)), None)
+    return name.removeprefix("torch.") if name is not None else None
+
+
+def checkpoint_dtype(model_id: str, revision: str | None = None) -> str:
+    """The precision a checkpoint's ``config.json`` names (:func:`config_dtype`): bfloat16 or float16 where it
+    names one, else float32 (a config that names none, or float64, is run in float32)."""
+    name = config_dtype(read_model_json(model_id, "config.json", revision))
     return name if name in HALF else FLOAT32
 
 

@@ -1,0 +1,102 @@
+"""A model's own files, read before and while it loads: one reader whose errors are one line naming the file, each
+file parsed once per resolve; a folder without a tokenizer named as such; a window shorter than the tokenizer's
+maximum recorded as the extraction's. The models are the tiny random BERT of conftest.py and copies of it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from iso_bench.backbones.base import BackboneError
+from iso_bench.backbones.hf_backbone import default_extraction
+from iso_bench.backbones.loader import extraction_dtype, load_backbone, resolve
+from iso_bench.backbones.precision import checkpoint_dtype, config_dtype
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def lay_hub(cache: Path, repo: str, folder: Path, commit: str = COMMIT, branch: str = "main") -> Path:
+    """``folder``'s files as the Hugging Face cache holds ``repo`` at ``commit`` (``refs/<branch>`` names it)."""
+    root = cache / f"models--{repo.replace('/', '--')}"
+    shutil.copytree(folder, root / "snapshots" / commit)
+    (root / "refs").mkdir(parents=True, exist_ok=True)
+    (root / "refs" / branch).write_text(commit)
+    return root / "snapshots" / commit
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return cache
+
+
+def one_line(exc: pytest.ExceptionInfo) -> str:
+    message = str(exc.value)
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+def test_a_truncated_config_is_one_line_naming_the_file_in_a_folder_and_in_the_hub_cache(tiny_bert_dir: Path,
+                                                                                          tmp_path: Path,
+                                                                                          hub: Path) -> None:
+    folder = tmp_path / "cut"
+    shutil.copytree(tiny_bert_dir, folder)
+    whole = (folder / "config.json").read_text()
+    (folder / "config.json").write_text(whole[: len(whole) // 2])
+    with pytest.raises(BackboneError) as exc:
+        resolve(str(folder))
+    assert str(folder / "config.json") in one_line(exc) and "damaged or cut short" in str(exc.value)
+    snapshot = lay_hub(hub, "org/cut", folder)
+    with pytest.raises(BackboneError) as exc:
+        resolve("org/cut", pooling="mean")
+    assert str(snapshot / "config.json") in one_line(exc)
+    with pytest.raises(BackboneError) as exc:
+        load_backbone(str(folder), device="cpu", pooling="mean")
+    assert "config.json" in one_line(exc)
+
+
+def test_one_resolve_parses_each_file_once(tiny_bert_dir: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "st"
+    shutil.copytree(tiny_bert_dir, folder)
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 16,
+                                                                   "pooling_mode_cls_token": True}))
+    reads: Counter[str] = Counter()
+    read_bytes = Path.read_bytes
+
+    def counted(path: Path) -> bytes:
+        reads[str(path.relative_to(folder))] += 1
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    model = resolve(str(folder), layer=1)
+    assert extraction_dtype(model, None) is None and checkpoint_dtype(str(folder)) == "float32"
+    assert default_extraction(str(folder), model.revision, model.modules).pooling == "cls" and model.width == 16
+    assert reads["config.json"] == 1 and reads["modules.json"] == 1 and reads["1_Pooling/config.json"] == 1
+
+
+def test_the_two_dtype_answers_come_from_one_parser(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "f64"
+    shutil.copytree(tiny_bert_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    for recorded, files_say, runs_in in (("float64", "float64", "float32"), ("torch.float16", "float16", "float16"),
+                                         ("float32", None, "float32")):
+        (folder / "config.json").write_text(json.dumps({**config, "dtype": recorded}))
+        assert resolve(str(folder)).dtype == files_say and checkpoint_dtype(str(folder)) == runs_in
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": None, "text_config": {"dtype": "bfloat16"}}))
+    assert config_dtype(json.loads((folder / "config.json").read_text())) == "bfloat16"
+    assert resolve(str(folder)).dtype == "bfloat16" == checkpoint_dtype(str(folder))
