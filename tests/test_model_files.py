@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from iso_bench.backbones.base import BackboneError
-from iso_bench.backbones.hf_backbone import default_extraction
+from iso_bench.backbones.hf_backbone import Backbone, default_extraction
 from iso_bench.backbones.loader import extraction_dtype, load_backbone, resolve
 from iso_bench.backbones.precision import checkpoint_dtype, config_dtype
+from tests.conftest import WORDS
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -100,3 +101,37 @@ def test_the_two_dtype_answers_come_from_one_parser(tiny_bert_dir: Path, tmp_pat
     (folder / "config.json").write_text(json.dumps({**config, "dtype": None, "text_config": {"dtype": "bfloat16"}}))
     assert config_dtype(json.loads((folder / "config.json").read_text())) == "bfloat16"
     assert resolve(str(folder)).dtype == "bfloat16" == checkpoint_dtype(str(folder))
+
+
+def without_tokenizer(source: Path, folder: Path) -> Path:
+    """A copy of ``source`` holding its config and weights only."""
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(source / name, folder / name)
+    return folder
+
+
+def test_a_folder_without_tokenizer_files_is_refused_naming_the_tokenizer(tiny_bert_dir: Path, tmp_path: Path) -> None:
+    folder = without_tokenizer(tiny_bert_dir, tmp_path / "no-tokenizer")
+    with pytest.raises(BackboneError) as exc:
+        Backbone(str(folder), device="cpu")
+    assert "the tokenizer of" in one_line(exc) and "have no tokenizer" in str(exc.value)
+    assert "leave it out" not in str(exc.value)
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 16,
+                                                                   "pooling_mode_mean_tokens": True}))
+    with pytest.raises(BackboneError) as exc:
+        load_backbone(str(folder), device="cpu")  # the pipeline route
+    assert "have no tokenizer" in one_line(exc)
+    assert len(Backbone(str(tiny_bert_dir), device="cpu").tokenizer) == 5 + len(WORDS)  # its 5 special tokens
+
+
+def test_a_model_mteb_runs_missing_from_the_cache_is_one_line(hub: Path) -> None:
+    with pytest.raises(BackboneError) as exc:
+        load_backbone("sentence-transformers/all-MiniLM-L6-v2", device="cpu")  # mteb's route; the cache is empty
+    message = one_line(exc)
+    assert message.startswith("cannot load mteb's implementation of 'sentence-transformers/all-MiniLM-L6-v2'")
+    assert message.endswith("HF_HUB_OFFLINE=1 is set: put the model into the Hugging Face cache first (HF_HUB_CACHE)")

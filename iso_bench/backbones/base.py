@@ -59,6 +59,21 @@ def load_error(model_id: str, revision: str | None, exc: Exception) -> str:
     return f"cannot load model {model_id!r} (revision {revision}): {reason}. {hint}"
 
 
+def check_tokenizer(tokenizer: Any, model_id: str) -> None:
+    """Refuse, in one line, a tokenizer whose vocabulary holds its special tokens only: what transformers builds for
+    a model whose files have no tokenizer (it would read every text as unknown tokens, or as none)."""
+    if tokenizer is None:
+        return
+    try:
+        words = len(tokenizer) - len(set(tokenizer.all_special_ids))
+    except (TypeError, AttributeError):  # not a transformers tokenizer (a static embedding's): nothing to check
+        return
+    if words <= 0:
+        raise BackboneError(f"the tokenizer of {model_id!r} is empty (its vocabulary holds only its special tokens): "
+                            "the model's files have no tokenizer (tokenizer.json, or vocab files and "
+                            "tokenizer_config.json); save the tokenizer beside the weights (tokenizer.save_pretrained)")
+
+
 def model_label(model: str) -> str:
     """The name results carry for ``model``: a hub id is itself, a local folder ``local/<folder name>``.
 

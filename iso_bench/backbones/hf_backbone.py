@@ -44,6 +44,7 @@ from iso_bench.backbones.base import (
     POLICIES,
     BackboneError,
     check_request,
+    check_tokenizer,
     in_input_order,
     load_error,
     model_label,
@@ -178,6 +179,7 @@ class Backbone:
             )
         except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: weights that do not fit config.json
             raise BackboneError(load_error(model_id, revision, exc)) from exc
+        check_tokenizer(self.tokenizer, model_id)
         if not getattr(self.tokenizer, "is_fast", False):
             raise BackboneError(
                 f"model {model_id!r} has no fast tokenizer; iso-bench needs character offsets for spans"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from iso_bench.backbones.base import EQUAL_LENGTH, BackboneError, model_label, read_model_json
+from iso_bench.backbones.base import EQUAL_LENGTH, BackboneError, check_tokenizer, model_label, read_model_json
 from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction
 from iso_bench.backbones.model_files import read_files
 from iso_bench.backbones.mteb_backbone import MtebBackbone, mteb_meta
@@ -244,6 +244,7 @@ def pipeline_backbone(model_id: str, revision: str | None = None, *, device: str
         raise BackboneError(f"cannot load the sentence-transformers model {model_id!r}: {reason}. Check that the "
                             "folder holds the model as sentence-transformers saved it (modules.json and each "
                             "module's files)") from None
+    check_tokenizer(getattr(st, "tokenizer", None), model_id)
     name = model_label(model_id)
     commit = getattr(getattr(st, "model_card_data", None), "base_model_revision", None)
     with warnings.catch_warnings(), _quiet("mteb.models.model_meta"):  # mteb's guess at the model's size
