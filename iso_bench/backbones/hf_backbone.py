@@ -54,7 +54,7 @@ from iso_bench.backbones.base import (
     stream_batches,
 )
 from iso_bench.backbones.features import Tokens, collate, from_encoding
-from iso_bench.backbones.precision import FLOAT32, HALF, check_dtype_device, torch_dtype
+from iso_bench.backbones.precision import FLOAT32, HALF, check_dtype_device, checkpoint_dtype, torch_dtype
 from iso_bench.files import folder_revision
 from iso_bench.registry import IsoBenchError
 
@@ -167,6 +167,7 @@ class Backbone:
 
         self.model_id = model_label(model_id)  # a local folder by its name; its files by their digest
         self.extraction = extraction or default_extraction(model_id, revision)
+        self.checkpoint_dtype = checkpoint_dtype(model_id, revision)  # what a cache of unrecorded precision held
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         check_dtype_device(self.extraction.dtype, self.device)  # one line, before the weights load
         try:
@@ -218,12 +219,14 @@ class Backbone:
 
     def describe(self) -> dict[str, Any]:
         """What identifies these vectors: ``vectors: "hf"`` (this backbone made them), model, revision and
-        extraction settings (which say ``"hf"`` too, for the record every result carries)."""
+        extraction settings (which say ``"hf"`` too, for the record every result carries), with the ``precision``
+        the network ran in, float32 included (records without it were written before precision was recorded)."""
         return {
             "vectors": "hf",
             "model": self.model_id,
             "revision": self.revision,
-            "extraction": {"vectors": "hf", **self.extraction.to_dict(), "max_length": self.max_length},
+            "extraction": {"vectors": "hf", **self.extraction.to_dict(), "max_length": self.max_length,
+                           "precision": self.extraction.dtype or FLOAT32},
         }
 
     def prompt_context(self, task_metadata: Any = None, prompt_type: Any = None) -> None:

@@ -51,6 +51,25 @@ def checkpoint_dtype(model_id: str, revision: str | None = None) -> str:
     return name if name in HALF else FLOAT32
 
 
+def unrecorded_half(record: Any, dtype: str | None, checkpoint: str | None) -> str | None:
+    """The 16-bit precision that vectors or a result filed under float32 may hold instead: where float32 is asked
+    (``dtype`` None) and ``record``, the extraction record of a cache namespace or of a result, is iso-bench's own
+    extraction (``vectors: hf``) that records a 16-bit ``precision``, or that records none (written before
+    precision was recorded: transformers 5 then loaded a checkpoint in its own dtype) of a 16-bit ``checkpoint``
+    (:func:`checkpoint_dtype`). None: nothing contradicts the request.
+
+    >>> unrecorded_half({"vectors": "hf"}, None, "bfloat16"), unrecorded_half({"vectors": "hf"}, None, "float32")
+    ('bfloat16', None)
+    >>> unrecorded_half({"vectors": "hf", "precision": "float32"}, None, "bfloat16")
+    """
+    if dtype not in (None, FLOAT32) or not isinstance(record, dict) or record.get("vectors") != "hf":
+        return None
+    recorded = record.get("precision", record.get("dtype"))
+    if recorded is not None:
+        return recorded if recorded in HALF else None
+    return checkpoint if checkpoint in HALF else None
+
+
 def chosen_dtype(requested: str | None, model_id: str | None = None, revision: str | None = None) -> str | None:
     """The precision an extraction records for ``--dtype requested`` (None or ``auto``: the checkpoint's,
     :func:`checkpoint_dtype` of ``model_id``): None for float32, else the 16-bit name."""
