@@ -135,3 +135,42 @@ def test_a_model_mteb_runs_missing_from_the_cache_is_one_line(hub: Path) -> None
     message = one_line(exc)
     assert message.startswith("cannot load mteb's implementation of 'sentence-transformers/all-MiniLM-L6-v2'")
     assert message.endswith("HF_HUB_OFFLINE=1 is set: put the model into the Hugging Face cache first (HF_HUB_CACHE)")
+
+
+def st_folder(source: Path, folder: Path, pooling: dict, dense: bool = False) -> Path:
+    """``source`` as a sentence-transformers folder: Transformer, Pooling of ``pooling``, a Dense head if asked."""
+    shutil.copytree(source, folder)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if dense:
+        modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 16, **pooling}))
+    return folder
+
+
+@pytest.mark.parametrize(("pooling", "dense", "said"), [
+    ({"pooling_mode_max_tokens": True}, False, "max pooling"),
+    ({"pooling_mode_weightedmean_tokens": True}, False, "weightedmean pooling"),
+    ({"pooling_mode_mean_sqrt_len_tokens": True}, False, "mean_sqrt_len pooling"),
+    ({"pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": True}, False, "mean+max pooling"),
+    ({"pooling_mode_mean_tokens": True}, True, "a Dense head"),
+])
+def test_layer_on_a_pipeline_it_cannot_replay_is_refused_in_one_line(tiny_bert_dir: Path, tmp_path: Path,
+                                                                     pooling: dict, dense: bool, said: str) -> None:
+    folder = st_folder(tiny_bert_dir, tmp_path / "st", pooling, dense)
+    with pytest.raises(BackboneError) as exc:
+        load_backbone(str(folder), device="cpu", layer=-1)
+    assert f"pools its sentence vectors by {said}" in one_line(exc) and "--pooling" in str(exc.value)
+    assert load_backbone(str(folder), device="cpu", layer=-1, pooling="mean").extraction.pooling == "mean"
+
+
+@pytest.mark.parametrize(("mode", "ours"), [("pooling_mode_mean_tokens", "mean"), ("pooling_mode_cls_token", "cls"),
+                                            ("pooling_mode_lasttoken", "last-token")])
+def test_layer_on_a_pipeline_whose_pooling_iso_bench_replays_keeps_it(tiny_bert_dir: Path, tmp_path: Path, mode: str,
+                                                                      ours: str) -> None:
+    folder = st_folder(tiny_bert_dir, tmp_path / "st", {mode: True})
+    backbone = load_backbone(str(folder), device="cpu", layer=1)
+    assert backbone.describe()["extraction"]["pooling"] == ours and backbone.extraction.layer == 1
+

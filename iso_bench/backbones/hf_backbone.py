@@ -139,6 +139,28 @@ def default_extraction(model_id: str, revision: str | None = None, modules: Any 
     return Extraction(pooling=pooling, normalize=normalize, max_length=max_length)
 
 
+SAME_POOLING = {"cls_token": "cls", "mean_tokens": "mean", "lasttoken": "last-token"}
+"""The sentence-transformers Pooling modes that iso-bench's own poolings replay exactly."""
+
+
+def unreplayable(model_id: str, revision: str | None = None, modules: Any = None) -> str | None:
+    """What of a sentence-transformers folder's pipeline (``modules``: its ``modules.json``) iso-bench's own
+    extraction of a layer would not replay: a Pooling mode other than one :data:`SAME_POOLING` maps (max,
+    weightedmean, mean_sqrt_len, several at once), or a Dense head; None where it replays the pipeline."""
+    for module in modules if isinstance(modules, list) else []:
+        kind = str(module.get("type", ""))
+        if kind.endswith("Dense"):
+            return "a Dense head"
+        if kind.endswith("Pooling"):
+            cfg = read_model_json(model_id, f"{module.get('path', '')}/config.json".lstrip("/"), revision) or {}
+            modes = ([f"{cfg['pooling_mode']}"] if isinstance(cfg.get("pooling_mode"), str) else
+                     [k.removeprefix("pooling_mode_") for k, v in cfg.items() if k.startswith("pooling_mode_") and v])
+            modes = [{"cls": "cls_token", "mean": "mean_tokens"}.get(m, m) for m in modes]
+            if len(modes) > 1 or (modes and modes[0] not in SAME_POOLING):
+                return f"{'+'.join(m.removesuffix('_tokens') for m in modes)} pooling"
+    return None
+
+
 class Backbone:
     """A Hugging Face encoder that returns raw vectors of every kind from one forward pass per batch.
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.backbones.base import EQUAL_LENGTH, BackboneError, check_tokenizer, model_label, read_model_json
-from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction
+from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction, unreplayable
 from iso_bench.backbones.model_files import read_files
 from iso_bench.backbones.mteb_backbone import MtebBackbone, mteb_meta
 from iso_bench.backbones.precision import AUTO, PrecisionError, chosen_dtype
@@ -160,6 +160,12 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
         return pipeline_backbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
                                  batch_size=batch_size, batching=batching)
     revision = model.revision
+    unlike = unreplayable(model_id, revision, model.modules) if layer is not None and pooling is None else None
+    if unlike is not None:
+        raise BackboneError(f"--layer {layer}: {model_id!r} pools its sentence vectors by {unlike} (its "
+                            "sentence-transformers pipeline), which iso-bench's own pooling of a layer does not "
+                            "replay; pass --pooling (mean, cls, last-token) to pool that layer as iso-bench does, or "
+                            "leave --layer out to run the pipeline")
     extraction = replace(default_extraction(model_id, revision, model.modules), batching=batching, dtype=precision)
     if pooling is not None or layer is not None:
         extraction = Extraction(
