@@ -174,3 +174,24 @@ def test_layer_on_a_pipeline_whose_pooling_iso_bench_replays_keeps_it(tiny_bert_
     backbone = load_backbone(str(folder), device="cpu", layer=1)
     assert backbone.describe()["extraction"]["pooling"] == ours and backbone.extraction.layer == 1
 
+
+MINILM, PINNED = "sentence-transformers/all-MiniLM-L6-v2", "8b3219a92973c328a8e22fadcfa821b5dc75636a"
+
+
+def test_a_branch_is_resolved_to_its_commit_before_the_route_is_chosen(tiny_bert_dir: Path, tmp_path: Path,
+                                                                       hub: Path) -> None:
+    folder = st_folder(tiny_bert_dir, tmp_path / "st", {"pooling_mode_mean_tokens": True})
+    lay_hub(hub, MINILM, folder, PINNED)  # refs/main names mteb's pinned commit
+    model = resolve(MINILM, "main")
+    assert (model.how, model.revision) == ("mteb", PINNED)
+    assert resolve(MINILM, PINNED[:10]).revision == PINNED  # a short commit, among the cached snapshots
+    lay_hub(hub, MINILM, folder, COMMIT)  # main has moved on
+    with pytest.raises(BackboneError) as exc:
+        resolve(MINILM, "main")
+    assert f"--revision {COMMIT}: mteb implements {MINILM!r} at revision {PINNED}" in one_line(exc)
+    own = resolve(MINILM, "main", pooling="mean")  # iso-bench's own extraction, at the branch's commit
+    assert (own.how, own.revision) == ("hf", COMMIT)
+    with pytest.raises(BackboneError) as exc:
+        resolve(MINILM, "dev")
+    assert "--revision dev: cannot resolve it to a commit" in one_line(exc) and "refs/dev" in str(exc.value)
+
