@@ -5,6 +5,7 @@ maximum recorded as the extraction's. The models are the tiny random BERT of con
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from iso_bench.backbones.base import BackboneError
-from iso_bench.backbones.hf_backbone import Backbone, default_extraction
+from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction
 from iso_bench.backbones.loader import extraction_dtype, load_backbone, resolve
 from iso_bench.backbones.precision import checkpoint_dtype, config_dtype
 from tests.conftest import WORDS
@@ -195,3 +196,15 @@ def test_a_branch_is_resolved_to_its_commit_before_the_route_is_chosen(tiny_bert
         resolve(MINILM, "dev")
     assert "--revision dev: cannot resolve it to a commit" in one_line(exc) and "refs/dev" in str(exc.value)
 
+
+def test_a_window_shorter_than_max_length_names_the_namespace_and_truncation_is_said(
+        tiny_bert_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    backbone = Backbone(str(tiny_bert_dir), device="cpu")  # 64 positions, its tokenizer's maximum 64
+    assert backbone.extraction.max_length == backbone.max_length == 64
+    assert backbone.extraction.key() == "mean-L-1-max64-equal-length"
+    assert backbone.with_extraction(Extraction(max_length=512)).extraction.key() == "mean-L-1-max64-equal-length"
+    long = " ".join(WORDS[i % 18] for i in range(100))  # 100 words of the vocabulary, one token each
+    with caplog.at_level(logging.WARNING, logger="iso_bench.backbones.hf_backbone"):
+        backbone.encode(["a cat sat on the mat", long], progress=False)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"1 of 2 texts reach the window of {backbone.model_id} (64 tokens) and are cut there"]

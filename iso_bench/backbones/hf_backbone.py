@@ -228,15 +228,17 @@ class Backbone:
         model_max = getattr(self.tokenizer, "model_max_length", 512) or 512
         pos_max = getattr(self.model.config, "max_position_embeddings", 512) or 512
         self._limit = min(int(model_max), int(pos_max))
-        self.max_length = min(self.extraction.max_length, self._limit)
+        if self.extraction.max_length > self._limit:  # the window the model has, in its cache key and record
+            self.extraction = replace(self.extraction, max_length=self._limit)
+        self.max_length = self.extraction.max_length
         self.dim = int(self.model.config.hidden_size)
 
     def with_extraction(self, extraction: Extraction) -> Backbone:
         """A view of the same loaded network with other extraction settings (no reload)."""
         other = object.__new__(Backbone)
         other.__dict__.update(self.__dict__)
-        other.extraction = replace(extraction)
-        other.max_length = min(extraction.max_length, self._limit)
+        other.extraction = replace(extraction, max_length=min(extraction.max_length, self._limit))
+        other.max_length = other.extraction.max_length
         return other
 
     def describe(self) -> dict[str, Any]:
@@ -301,6 +303,10 @@ class Backbone:
         if empty is not None:
             raise BackboneError(f"text {empty} ({texts[empty]!r}) has no tokens: the tokenizer of {self.model_id!r} "
                                 "adds no special tokens, so it gives the network nothing to read; leave it out")
+        cut = sum(n >= self.max_length for n in tokens.lengths)
+        if cut:
+            logger.warning("%d of %d texts reach the window of %s (%d tokens) and are cut there", cut, len(texts),
+                           self.model_id, self.max_length)
         batches = plan_batches(tokens.lengths, batch_size, self.extraction.batching)
         fill = tokens.lengths if self.extraction.batching == EQUAL_LENGTH else None  # few-row passes filled
 
