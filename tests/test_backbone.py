@@ -161,7 +161,7 @@ def test_the_hf_backbone_says_so_and_ignores_prompts(tiny_backbone: Backbone) ->
 def test_load_backbone_runs_a_model_mteb_does_not_know_with_the_hf_backbone(tiny_bert_dir) -> None:
     backbone = load_backbone(str(tiny_bert_dir), device="cpu")
     assert isinstance(backbone, Backbone) and backbone.describe()["vectors"] == "hf"
-    assert backbone.extraction == Extraction(pooling="mean", max_length=512)
+    assert backbone.extraction == Extraction(pooling="mean", max_length=64)  # the window of its 64 positions
     cls = load_backbone(str(tiny_bert_dir), device="cpu", pooling="cls", layer=1)
     assert (cls.extraction.pooling, cls.extraction.layer) == ("cls", 1)
     assert isinstance(load_backbone(str(tiny_bert_dir), device="cpu", hidden_states=True), Backbone)

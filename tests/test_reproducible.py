@@ -57,7 +57,7 @@ def test_the_policy_keeps_its_vectors_apart_in_the_cache(tiny_backbone) -> None:
 
     padded = replace(tiny_backbone.extraction, batching=PADDED)
     equal = replace(tiny_backbone.extraction, batching=EQUAL_LENGTH)
-    assert padded.key() == "mean-L-1-max512" and equal.key() == "mean-L-1-max512-equal-length"
+    assert padded.key() == "mean-L-1-max64" and equal.key() == "mean-L-1-max64-equal-length"  # a 64-token window
 
 
 # ---- whole runs on the real all-MiniLM-L6-v2 -------------------------------------------------------------

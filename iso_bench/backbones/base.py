@@ -7,6 +7,7 @@ only by :mod:`iso_bench.backbones.loader`. Importing this module loads neither t
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -58,6 +59,21 @@ def load_error(model_id: str, revision: str | None, exc: Exception) -> str:
     return f"cannot load model {model_id!r} (revision {revision}): {reason}. {hint}"
 
 
+def check_tokenizer(tokenizer: Any, model_id: str) -> None:
+    """Refuse, in one line, a tokenizer whose vocabulary holds its special tokens only: what transformers builds for
+    a model whose files have no tokenizer (it would read every text as unknown tokens, or as none)."""
+    if tokenizer is None:
+        return
+    try:
+        words = len(tokenizer) - len(set(tokenizer.all_special_ids))
+    except (TypeError, AttributeError):  # not a transformers tokenizer (a static embedding's): nothing to check
+        return
+    if words <= 0:
+        raise BackboneError(f"the tokenizer of {model_id!r} is empty (its vocabulary holds only its special tokens): "
+                            "the model's files have no tokenizer (tokenizer.json, or vocab files and "
+                            "tokenizer_config.json); save the tokenizer beside the weights (tokenizer.save_pretrained)")
+
+
 def model_label(model: str) -> str:
     """The name results carry for ``model``: a hub id is itself, a local folder ``local/<folder name>``.
 
@@ -70,15 +86,17 @@ def model_label(model: str) -> str:
 
 def read_model_json(folder_or_id: str, filename: str, revision: str | None) -> dict | list | None:
     """Read a small JSON file of a model (local folder or hub id, from the local Hugging Face cache when
-    offline); None when it does not exist."""
+    offline); None when it does not exist. The one reader of a model's own files: each file is parsed once per
+    process while it stays the same (its path, size and modification time), and a file that is not JSON is a
+    :class:`BackboneError` in one line that names it."""
     local = Path(folder_or_id)
     if local.is_dir():
         path = local / filename
-        return json.loads(path.read_text()) if path.is_file() else None
+        return _parsed(path) if path.is_file() else None
     try:
         from transformers.utils import cached_file  # lazily: transformers loads torch
 
-        path = cached_file(
+        found = cached_file(
             folder_or_id,
             filename,
             revision=revision,
@@ -87,7 +105,25 @@ def read_model_json(folder_or_id: str, filename: str, revision: str | None) -> d
         )
     except Exception:  # noqa: BLE001 - a missing optional file is not an error
         return None
-    return json.loads(Path(path).read_text()) if path else None
+    return _parsed(Path(found)) if found else None
+
+
+_PARSED: dict[tuple[str, int, int], Any] = {}
+"""The model files parsed in this process, by (path, size, modification time): a changed file is read again."""
+
+
+def _parsed(path: Path) -> Any:
+    """The JSON content of ``path`` (a copy: callers may change it), parsed once while the file stays the same."""
+    try:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        if key not in _PARSED:
+            _PARSED[key] = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackboneError(f"cannot read the model file {path}: {reason}; it is damaged or cut short: put back "
+                            "the file as the model was saved (or download the model again)") from None
+    return copy.deepcopy(_PARSED[key])
 
 
 @runtime_checkable

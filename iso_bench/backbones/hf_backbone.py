@@ -44,6 +44,7 @@ from iso_bench.backbones.base import (
     POLICIES,
     BackboneError,
     check_request,
+    check_tokenizer,
     in_input_order,
     load_error,
     model_label,
@@ -53,7 +54,7 @@ from iso_bench.backbones.base import (
     stream_batches,
 )
 from iso_bench.backbones.features import Tokens, collate, from_encoding
-from iso_bench.backbones.precision import FLOAT32, HALF, check_dtype_device, torch_dtype
+from iso_bench.backbones.precision import FLOAT32, HALF, check_dtype_device, checkpoint_dtype, torch_dtype
 from iso_bench.files import folder_revision
 from iso_bench.registry import IsoBenchError
 
@@ -138,6 +139,28 @@ def default_extraction(model_id: str, revision: str | None = None, modules: Any 
     return Extraction(pooling=pooling, normalize=normalize, max_length=max_length)
 
 
+SAME_POOLING = {"cls_token": "cls", "mean_tokens": "mean", "lasttoken": "last-token"}
+"""The sentence-transformers Pooling modes that iso-bench's own poolings replay exactly."""
+
+
+def unreplayable(model_id: str, revision: str | None = None, modules: Any = None) -> str | None:
+    """What of a sentence-transformers folder's pipeline (``modules``: its ``modules.json``) iso-bench's own
+    extraction of a layer would not replay: a Pooling mode other than one :data:`SAME_POOLING` maps (max,
+    weightedmean, mean_sqrt_len, several at once), or a Dense head; None where it replays the pipeline."""
+    for module in modules if isinstance(modules, list) else []:
+        kind = str(module.get("type", ""))
+        if kind.endswith("Dense"):
+            return "a Dense head"
+        if kind.endswith("Pooling"):
+            cfg = read_model_json(model_id, f"{module.get('path', '')}/config.json".lstrip("/"), revision) or {}
+            modes = ([f"{cfg['pooling_mode']}"] if isinstance(cfg.get("pooling_mode"), str) else
+                     [k.removeprefix("pooling_mode_") for k, v in cfg.items() if k.startswith("pooling_mode_") and v])
+            modes = [{"cls": "cls_token", "mean": "mean_tokens"}.get(m, m) for m in modes]
+            if len(modes) > 1 or (modes and modes[0] not in SAME_POOLING):
+                return f"{'+'.join(m.removesuffix('_tokens') for m in modes)} pooling"
+    return None
+
+
 class Backbone:
     """A Hugging Face encoder that returns raw vectors of every kind from one forward pass per batch.
 
@@ -166,6 +189,7 @@ class Backbone:
 
         self.model_id = model_label(model_id)  # a local folder by its name; its files by their digest
         self.extraction = extraction or default_extraction(model_id, revision)
+        self.checkpoint_dtype = checkpoint_dtype(model_id, revision)  # what a cache of unrecorded precision held
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         check_dtype_device(self.extraction.dtype, self.device)  # one line, before the weights load
         try:
@@ -178,6 +202,7 @@ class Backbone:
             )
         except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: weights that do not fit config.json
             raise BackboneError(load_error(model_id, revision, exc)) from exc
+        check_tokenizer(self.tokenizer, model_id)
         if not getattr(self.tokenizer, "is_fast", False):
             raise BackboneError(
                 f"model {model_id!r} has no fast tokenizer; iso-bench needs character offsets for spans"
@@ -203,25 +228,29 @@ class Backbone:
         model_max = getattr(self.tokenizer, "model_max_length", 512) or 512
         pos_max = getattr(self.model.config, "max_position_embeddings", 512) or 512
         self._limit = min(int(model_max), int(pos_max))
-        self.max_length = min(self.extraction.max_length, self._limit)
+        if self.extraction.max_length > self._limit:  # the window the model has, in its cache key and record
+            self.extraction = replace(self.extraction, max_length=self._limit)
+        self.max_length = self.extraction.max_length
         self.dim = int(self.model.config.hidden_size)
 
     def with_extraction(self, extraction: Extraction) -> Backbone:
         """A view of the same loaded network with other extraction settings (no reload)."""
         other = object.__new__(Backbone)
         other.__dict__.update(self.__dict__)
-        other.extraction = replace(extraction)
-        other.max_length = min(extraction.max_length, self._limit)
+        other.extraction = replace(extraction, max_length=min(extraction.max_length, self._limit))
+        other.max_length = other.extraction.max_length
         return other
 
     def describe(self) -> dict[str, Any]:
         """What identifies these vectors: ``vectors: "hf"`` (this backbone made them), model, revision and
-        extraction settings (which say ``"hf"`` too, for the record every result carries)."""
+        extraction settings (which say ``"hf"`` too, for the record every result carries), with the ``precision``
+        the network ran in, float32 included (records without it were written before precision was recorded)."""
         return {
             "vectors": "hf",
             "model": self.model_id,
             "revision": self.revision,
-            "extraction": {"vectors": "hf", **self.extraction.to_dict(), "max_length": self.max_length},
+            "extraction": {"vectors": "hf", **self.extraction.to_dict(), "max_length": self.max_length,
+                           "precision": self.extraction.dtype or FLOAT32},
         }
 
     def prompt_context(self, task_metadata: Any = None, prompt_type: Any = None) -> None:
@@ -274,6 +303,10 @@ class Backbone:
         if empty is not None:
             raise BackboneError(f"text {empty} ({texts[empty]!r}) has no tokens: the tokenizer of {self.model_id!r} "
                                 "adds no special tokens, so it gives the network nothing to read; leave it out")
+        cut = sum(n >= self.max_length for n in tokens.lengths)
+        if cut:
+            logger.warning("%d of %d texts reach the window of %s (%d tokens) and are cut there", cut, len(texts),
+                           self.model_id, self.max_length)
         batches = plan_batches(tokens.lengths, batch_size, self.extraction.batching)
         fill = tokens.lengths if self.extraction.batching == EQUAL_LENGTH else None  # few-row passes filled
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from iso_bench.backbones.base import EQUAL_LENGTH, BackboneError, model_label, read_model_json
-from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction
-from iso_bench.backbones.model_files import read_files
+from iso_bench.backbones.base import EQUAL_LENGTH, BackboneError, check_tokenizer, model_label, read_model_json
+from iso_bench.backbones.hf_backbone import Backbone, Extraction, default_extraction, unreplayable
+from iso_bench.backbones.model_files import read_files, revision_commit
 from iso_bench.backbones.mteb_backbone import MtebBackbone, mteb_meta
 from iso_bench.backbones.precision import AUTO, PrecisionError, chosen_dtype
 from iso_bench.files import MANIFEST, folder_revision, verify_manifest
@@ -72,10 +72,16 @@ def resolve(model_id: str, revision: str | None = None, *, pooling: str | None =
     """What ``model_id`` is and how iso-bench runs it (see :func:`load_backbone`), without loading it."""
     folder = Path(model_id).is_dir()
     own = pooling is not None or layer is not None or hidden_states
+    revision = revision_commit(model_id, revision)  # a branch or tag as its commit, before anything is decided
     if not own:
         meta = mteb_meta(model_id, revision)
         if meta is not None:
             return _described(Resolved(model_id, MTEB, folder, revision, meta))
+        pinned = mteb_meta(model_id) if revision is not None else None
+        if pinned is not None:  # mteb implements the model at another commit: never silently another route
+            raise BackboneError(f"--revision {revision}: mteb implements {model_id!r} at revision {pinned.revision}, "
+                                "not this one; leave --revision out (or give that one) for mteb's implementation, or "
+                                "pass --pooling or --layer to read this revision's hidden states")
     modules = read_model_json(model_id, "modules.json", revision)
     modules = modules if isinstance(modules, list) and modules else None
     if not own and modules is not None:
@@ -157,9 +163,15 @@ def load_backbone(model_id: str, revision: str | None = None, *, device: str | N
         return MtebBackbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
                             batch_size=batch_size, batching=batching, meta=model.meta)
     if model.how == PIPELINE:
-        return pipeline_backbone(model_id, revision, device=device, trust_remote_code=trust_remote_code,
+        return pipeline_backbone(model_id, model.revision, device=device, trust_remote_code=trust_remote_code,
                                  batch_size=batch_size, batching=batching)
     revision = model.revision
+    unlike = unreplayable(model_id, revision, model.modules) if layer is not None and pooling is None else None
+    if unlike is not None:
+        raise BackboneError(f"--layer {layer}: {model_id!r} pools its sentence vectors by {unlike} (its "
+                            "sentence-transformers pipeline), which iso-bench's own pooling of a layer does not "
+                            "replay; pass --pooling (mean, cls, last-token) to pool that layer as iso-bench does, or "
+                            "leave --layer out to run the pipeline")
     extraction = replace(default_extraction(model_id, revision, model.modules), batching=batching, dtype=precision)
     if pooling is not None or layer is not None:
         extraction = Extraction(
@@ -204,6 +216,7 @@ def peek_revision(model: str, revision: str | None = None, *, pooling: str | Non
     folder = Path(model)
     if folder.is_dir():
         return folder_revision(folder)
+    revision = revision_commit(model, revision)
     if pooling is None and layer is None:
         meta = mteb_meta(model, revision)
         if meta is not None:
@@ -244,6 +257,7 @@ def pipeline_backbone(model_id: str, revision: str | None = None, *, device: str
         raise BackboneError(f"cannot load the sentence-transformers model {model_id!r}: {reason}. Check that the "
                             "folder holds the model as sentence-transformers saved it (modules.json and each "
                             "module's files)") from None
+    check_tokenizer(getattr(st, "tokenizer", None), model_id)
     name = model_label(model_id)
     commit = getattr(getattr(st, "model_card_data", None), "base_model_revision", None)
     with warnings.catch_warnings(), _quiet("mteb.models.model_meta"):  # mteb's guess at the model's size

@@ -307,7 +307,7 @@ def _load(meta: Any, device: str | None) -> Any:
     except (OSError, ValueError) as exc:
         hint = ("HF_HUB_OFFLINE=1 is set: put the model into the Hugging Face cache first (HF_HUB_CACHE)"
                 if os.environ.get("HF_HUB_OFFLINE") == "1" else "check the id, the revision and the network")
-        reason = str(exc).strip().rstrip(".")
+        reason = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
         raise BackboneError(f"cannot load mteb's implementation of {meta.name!r} (revision {meta.revision}): "
                             f"{reason}. {hint}") from exc
 

@@ -29,16 +29,45 @@ class PrecisionError(IsoBenchError, ValueError):
     """A precision that is unknown, or that the device cannot run."""
 
 
-def checkpoint_dtype(model_id: str, revision: str | None = None) -> str:
-    """The precision a checkpoint's ``config.json`` names (``dtype``, or ``torch_dtype`` as transformers 4 wrote
-    it; a multimodal model's ``text_config``): bfloat16 or float16 where it names one, else float32 (a config that
-    names none, or float64, is run in float32)."""
-    config = read_model_json(model_id, "config.json", revision)
+def config_dtype(config: Any) -> str | None:
+    """The dtype a ``config.json`` (parsed) records: ``dtype``, or ``torch_dtype`` as transformers 4 wrote it, at its
+    top or in a multimodal model's ``text_config``, without a ``torch.`` prefix; None where it records none. The one
+    parser of a checkpoint's dtype: :func:`checkpoint_dtype` turns it into the precision iso-bench runs the
+    checkpoint in, :attr:`iso_bench.backbones.model_files.FilesSay.dtype` reports it as the files say it.
+
+    >>> config_dtype({"torch_dtype": "torch.float16"}), config_dtype({"text_config": {"dtype": "bfloat16"}})
+    ('float16', 'bfloat16')
+    """
     config = config if isinstance(config, dict) else {}
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
-    name = next((c[k] for c in (config, text) for k in ("dtype", "torch_dtype") if isinstance(c.get(k), str)), "")
-    name = name.removeprefix("torch.")
+    name = next((c[k] for c in (config, text) for k in ("dtype", "torch_dtype") if isinstance(c.get(k), str)), None)
+    return name.removeprefix("torch.") if name is not None else None
+
+
+def checkpoint_dtype(model_id: str, revision: str | None = None) -> str:
+    """The precision a checkpoint's ``config.json`` names (:func:`config_dtype`): bfloat16 or float16 where it
+    names one, else float32 (a config that names none, or float64, is run in float32)."""
+    name = config_dtype(read_model_json(model_id, "config.json", revision))
     return name if name in HALF else FLOAT32
+
+
+def unrecorded_half(record: Any, dtype: str | None, checkpoint: str | None) -> str | None:
+    """The 16-bit precision that vectors or a result filed under float32 may hold instead: where float32 is asked
+    (``dtype`` None) and ``record``, the extraction record of a cache namespace or of a result, is iso-bench's own
+    extraction (``vectors: hf``) that records a 16-bit ``precision``, or that records none (written before
+    precision was recorded: transformers 5 then loaded a checkpoint in its own dtype) of a 16-bit ``checkpoint``
+    (:func:`checkpoint_dtype`). None: nothing contradicts the request.
+
+    >>> unrecorded_half({"vectors": "hf"}, None, "bfloat16"), unrecorded_half({"vectors": "hf"}, None, "float32")
+    ('bfloat16', None)
+    >>> unrecorded_half({"vectors": "hf", "precision": "float32"}, None, "bfloat16")
+    """
+    if dtype not in (None, FLOAT32) or not isinstance(record, dict) or record.get("vectors") != "hf":
+        return None
+    recorded = record.get("precision", record.get("dtype"))
+    if recorded is not None:
+        return recorded if recorded in HALF else None
+    return checkpoint if checkpoint in HALF else None
 
 
 def chosen_dtype(requested: str | None, model_id: str | None = None, revision: str | None = None) -> str | None:

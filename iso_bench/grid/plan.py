@@ -22,6 +22,7 @@ from typing import Any
 
 from iso_bench.backbones.base import EQUAL_LENGTH
 from iso_bench.backbones.loader import run_dtype
+from iso_bench.backbones.precision import PrecisionError, checkpoint_dtype, unrecorded_half
 from iso_bench.data.fit_corpus import FIT_BUDGET, SETTINGS, fit_budget
 from iso_bench.files import DATA_PLACEHOLDER, local_name
 from iso_bench.kernels import NATIVE, kernel_mode
@@ -165,12 +166,35 @@ def found(task: Any, meta: Any, cache: Any) -> Any | None:
     the same setup as an older version filed it (``data: mirror``, a file corpus as ``file_<digest>``:
     :func:`iso_bench.results.setups.older_setups`); None when there is none. Reads no data."""
     if complete(task, meta, cache):
-        return meta
+        return check_precision(task, meta, cache)
     for older in older_setups(dict(meta.experiment_kwargs or {})):
         other = meta.model_copy(update={"experiment_kwargs": older or None})
         if complete(task, other, cache):
-            return other
+            return check_precision(task, other, cache)
     return None
+
+
+def check_precision(task: Any, meta: Any, cache: Any) -> Any:
+    """``meta``, whose result on ``task`` is present, unless that result is filed under float32 (a setup without
+    ``dtype``) but may hold the numbers of a 16-bit forward pass: iso-bench's own extraction of a 16-bit checkpoint,
+    written before precision was recorded (:func:`iso_bench.backbones.precision.unrecorded_half`); that is
+    refused in one line, never counted as float32's."""
+    if "dtype" in (meta.experiment_kwargs or {}):
+        return meta
+    existing = cache.load_task_result(task.metadata.name, meta)
+    entries = [e for entries in (existing.scores or {}).values() for e in entries] if existing is not None else []
+    record = next((e["iso_bench"].get("extraction") for e in entries if isinstance(e.get("iso_bench"), dict)), None)
+    if not isinstance(record, dict) or record.get("vectors") != "hf":
+        return meta
+    base = (meta.loader_kwargs or {}).get("base_model")
+    recorded = "precision" in record or "dtype" in record
+    half = unrecorded_half(record, None, None if recorded or not base else checkpoint_dtype(base, meta.revision))
+    if half is None:
+        return meta
+    raise PrecisionError(f"the result of {meta.name} on {task.metadata.name} present in {cache.cache_path} is filed "
+                         f"as float32 but may hold {half} numbers (its checkpoint is {half}, and the result was "
+                         "written before iso-bench recorded precision): run again with --overwrite to compute it in "
+                         f"float32, or move it aside")
 
 
 def compare_data(summary: RunSummary, task: str, label: str, existing: Any, read: dict[str, Any] | None) -> None:

@@ -67,6 +67,7 @@ from iso_bench.vectors.shards import (  # noqa: F401 - the shard format, named h
     read_vectors,
     write_shard,
 )
+from iso_bench.vectors.unrecorded import set_aside_unrecorded
 
 try:
     import fcntl
@@ -166,6 +167,7 @@ class EmbeddingStore(EncodeMissing):
                 / slug(extraction + namespace_suffix(self.kernel_class))
             )
             meta = self.folder / "meta.json"
+            kept = set_aside_unrecorded(self.folder, self.storage, getattr(backbone, "checkpoint_dtype", None))
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)
                 remove_stale_temporaries(self.folder)  # what a writer killed mid-write left
@@ -173,7 +175,7 @@ class EmbeddingStore(EncodeMissing):
                     atomic_write_text(meta, json.dumps(info, indent=2, sort_keys=True))
             except OSError as exc:
                 cache_not_written(meta, exc)
-            if self.folder.is_dir():
+            if self.folder.is_dir() and kept:  # never a namespace whose vectors may be 16-bit for float32
                 self.index = ShardIndex(self.folder)
                 try:
                     self.index.db  # noqa: B018 - opened (or rebuilt) now, so that a failure is said once, here
