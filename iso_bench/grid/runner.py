@@ -366,7 +366,7 @@ def _evaluate(cfg: RunConfig, run: _Prepared, states: list[_VariantRun], cache: 
         for error in result.exceptions or ():
             summary.errors.setdefault(state.label, {})[error.task_name] = error.exception
             record_failure(where, state.meta.name, name, error.exception,  # the board shows – and why
-                           state.meta.experiment_kwargs)
+                           state.meta.experiment_kwargs, state.encoder.provenance(name)["benchmark"])
         refusal = state.encoder.refused.pop(name, None)
         if refusal is not None:  # a score that is not finite: no result written, the cell fails
             summary.errors.setdefault(state.label, {})[name] = refusal.reason
