@@ -114,6 +114,17 @@ def test_a_full_results_disk_stops_in_one_line_naming_what_exists(mirror: Path, 
     assert f"stopped: {len(on_disk)} results of this run are on disk, {len(said_missing)} are not" in done.stderr
 
 
+@pytest.mark.parametrize("after", [1, 2])  # the disk fills after a result's units: at its model_meta.json, its JSON
+def test_units_are_never_left_without_their_result(mirror: Path, tmp_path: Path, after: int) -> None:
+    results = tmp_path / "results"
+    env = {"ISO_BENCH_FULL_DISK": str(results), "ISO_BENCH_FULL_DISK_AFTER": str(after)}
+    done = _run(mirror, results, tmp_path / "cache", env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    units = sorted(results.rglob("*.instances.npz"))
+    assert [p for p in units if not p.with_name(p.name.replace(".instances.npz", ".json")).is_file()] == []
+    assert _scores(results) == {}  # nothing was written whole, and nothing is left of it
+
+
 def test_a_run_that_fails_before_writing_leaves_no_results_folder(tmp_path: Path, capsys) -> None:
     from iso_bench.cli import main
 
