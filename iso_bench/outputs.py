@@ -73,7 +73,9 @@ class _Busy(Exception):
 @contextmanager
 def output_lock(target: Path, output: str | os.PathLike[str], error: type[Exception]) -> Iterator[None]:
     """Hold the lock of ``target`` (reentrant within a process), or raise ``error`` naming the process that holds
-    it. The folder above ``target`` is made when missing (and removed again if left empty)."""
+    it. The folder above ``target`` is made when missing (and removed again if left empty). Once taken, an
+    earlier folder that a writer killed in its swap left aside is put back (:func:`restore_set_aside`), so the
+    checks made under the lock see it."""
     target = Path(target)
     if target in _held:
         _held[target][0] += 1
@@ -98,6 +100,7 @@ def output_lock(target: Path, output: str | os.PathLike[str], error: type[Except
                     "folder") from None
     _held[target] = [1, fd]
     try:
+        restore_set_aside(target)  # an earlier folder a writer killed in its swap left aside: back first
         yield
     finally:
         del _held[target]
@@ -154,11 +157,10 @@ def whole_folder(target: Path, output: str | os.PathLike[str], check: Callable[[
     ``target`` whole: under ``target``'s lock (:func:`output_lock`), ``check`` (which raises where ``target``
     may not be written) made again, then a rename that replaces nothing another process made. An earlier folder
     that ``check`` accepts is set aside first (``.<name>@<host>@<pid>-<random>.old``) and removed once the new
-    one is in place; one that a killed writer left set aside with nothing at ``target`` is put back first
-    (:func:`restore_set_aside`). The folders have the user's usual mode (``0o777`` less the umask), as ``mkdir``
-    makes them."""
+    one is in place; one that a killed writer left set aside with nothing at ``target`` is put back when the lock
+    is taken (:func:`restore_set_aside`). The folders have the user's usual mode (``0o777`` less the umask), as
+    ``mkdir`` makes them."""
     with output_lock(target, output, error):
-        restore_set_aside(target)
         check()
         remove_stale_temporary_folders(target.parent, target.name)  # those a killed writer left
         folder = target.parent / f"{temporary_name(target)}{secrets.token_hex(4)}.tmp"

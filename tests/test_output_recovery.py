@@ -55,7 +55,9 @@ def test_a_kill_in_the_swap_leaves_the_earlier_folder_which_the_next_write_puts_
     assert not target.exists()
     assert len([p for p in tmp_path.iterdir() if p.name.endswith(".old")]) == 1  # the earlier folder, set aside
     assert remove_stale_temporary_folders(tmp_path, "cx") != []  # the new folder; never the earlier one
-    # the next write that refuses an existing folder (an export without --overwrite) finds the earlier one back
+    with output_lock(target, "cx", IsoBenchError):  # the lock an export takes before its checks and its work
+        assert (target / "a.txt").read_text() == "first"
+    # so the next write that refuses an existing folder (an export without --overwrite) finds the earlier one
     with pytest.raises(IsoBenchError, match="exists: add --overwrite"):
         with whole_folder(target, "cx", _refuse_existing(target), IsoBenchError):
             pass
