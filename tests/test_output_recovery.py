@@ -81,3 +81,36 @@ def test_a_set_aside_folder_is_removed_once_the_new_one_is_in_place(tmp_path: Pa
     os.utime(left, (0, 0))  # another host's, last written long ago
     assert remove_stale_temporary_folders(tmp_path, "cx") == [left]
     assert (target / "a.txt").read_text() == "new"
+
+
+@pytest.mark.slow
+def test_an_export_killed_in_its_swap_is_back_for_the_next_command(tmp_path: Path) -> None:
+    """The drill: ``export --overwrite`` killed (SIGKILL) between setting the earlier export aside and renaming the
+    new one in; the next ``export`` without ``--overwrite`` is refused before any work, and the earlier export is
+    there, whole (``--verify``), with its own record."""
+    import json
+
+    from tests.conftest import MINILM
+
+    (tmp_path / "corpus.txt").write_text("a man is playing a guitar\nthe cat sat on the mat\na dog runs\n",
+                                         encoding="utf-8")
+
+    def export(spec: str, *flags: str, **env: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "iso_bench.cli", "export", f"{MINILM}+{spec}", "--fit-corpus", "corpus.txt",
+                "-o", "cx", "--no-progress", *flags]
+        return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "ISO_BENCH_CACHE": str(tmp_path / "c"), **env})
+
+    assert export("center").returncode == 0
+    assert export("zscore", "--overwrite", ISO_BENCH_FAULT="swap").returncode == -9
+    assert not (tmp_path / "cx").exists()
+    refused = export("zscore")
+    assert refused.returncode == 2 and "the folder exists and is not empty" in refused.stderr.strip().splitlines()[-1]
+    record = json.loads((tmp_path / "cx" / "iso_bench_transform.json").read_text(encoding="utf-8"))
+    assert record["variant"] == f"{MINILM}+center"
+    verify = subprocess.run([sys.executable, "-m", "iso_bench.cli", "export", "--verify", "cx"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert verify.returncode == 0, verify.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".old")]  # the killed one's new folder: a .tmp
+    assert export("zscore", "--overwrite").returncode == 0  # which the next write removes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "corpus.txt", "cx"]
