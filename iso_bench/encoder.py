@@ -16,7 +16,8 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +39,13 @@ from iso_bench.results.benchmark import result_record
 from iso_bench.results.instances import N_RESAMPLES, track
 from iso_bench.vectors.fit_cache import FOLDER as FIT_FOLDER
 from iso_bench.vectors.fit_cache import (
-    FitFileError,
+    find_fit,
     fit_key,
+    fit_lock,
     jsonable,
     key_name,
     learned_summary,
-    load_fit,
     save_fit,
-    set_aside,
 )
 from iso_bench.vectors.fit_rows import TOKEN_FIT_VALUES, within_values
 
@@ -176,8 +176,7 @@ class _Variant:
             device = str(getattr(getattr(self.store, "backbone", None), "device", "cpu"))
             if device.startswith("cuda"):  # the model's GPU: flow trains there, large products run there
                 method.device = device
-            stored, fit, store_at = self._stored_fit(corpus, level, method)
-            with fitting_on(corpus.label):  # the method's warnings name what it is fitted on
+            with self._stored_fit(corpus, level, method) as (stored, fit, store_at), fitting_on(corpus.label):
                 if stored is None:
                     started, n_vectors = time.perf_counter(), 0
                     try:
@@ -228,20 +227,18 @@ class _Variant:
         return fit_key(namespace="/".join(folder.parts[-3:]), corpus={"key": corpus.key, **corpus.to_record()},
                        groups=groups, method=method, level=level, kernels=fit_kernels())
 
-    def _stored_fit(self, corpus: Any, level: str, method: Method) -> tuple[Any, Any, Any]:
+    @contextmanager
+    def _stored_fit(self, corpus: Any, level: str, method: Method) -> Iterator[tuple[Any, Any, Any]]:
         """``(method, record, (path, key))``: the fit found in the fit cache (:mod:`iso_bench.vectors.fit_cache`) with
         its record, else ``None`` for both; and where to store a new fit, ``None`` where nothing is stored (a
-        memory-only store, or ``ISO_BENCH_NO_FIT_CACHE=1``). A damaged fit file is set aside."""
+        memory-only store, or ``ISO_BENCH_NO_FIT_CACHE=1``); the fit's lock held for the block (``fit_lock``)."""
         if getattr(self.store, "folder", None) is None or os.environ.get("ISO_BENCH_NO_FIT_CACHE") == "1":
-            return None, None, None
+            yield None, None, None
+            return
         key = self._fit_key(corpus, level, method)
         path = self.store.folder / FIT_FOLDER / key_name(key)
-        if path.is_file():
-            try:
-                return (*load_fit(path, key, method), (path, key))
-            except FitFileError as exc:
-                set_aside(path, exc)
-        return None, None, (path, key)
+        with fit_lock(path):
+            yield (*find_fit(path, key, method), (path, key))
 
     def _within_budget(self, corpus: Any, level: str = "sentence") -> Any:
         """The fit corpus a fit reads: ``corpus`` itself when it has at most ``fit_budget`` texts (a quarter

@@ -7,7 +7,8 @@ The points, each placed where a crash could leave work half done:
 - ``encode``: a chunk of texts has been encoded and not yet written to the raw-vector cache;
 - ``shard-write``: a cache shard's vectors are in its temporary file, its checksum is not;
 - ``result-write``: half of a result file's bytes are in its temporary file;
-- ``between-results``: a result file has been written and the next evaluation has not started.
+- ``between-results``: a result file has been written and the next evaluation has not started;
+- ``swap``: an earlier output folder (an export, a submission) has been set aside, the new one not yet renamed in.
 
 Unset (always, outside tests) a point costs one dictionary lookup.
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 FAULT_ENV = "ISO_BENCH_FAULT"
 FULL_DISK_ENV, FULL_DISK_AFTER_ENV = "ISO_BENCH_FULL_DISK", "ISO_BENCH_FULL_DISK_AFTER"
-POINTS = ("encode", "shard-write", "result-write", "between-results")
+POINTS = ("encode", "shard-write", "result-write", "between-results", "swap")
 _hits: dict[str, int] = {}
 
 

@@ -302,17 +302,20 @@ def inside(name: str) -> bool:
 
 def manifest_differences(folder: Path, files: dict[str, str]) -> dict[str, list[str]]:
     """What in ``folder`` differs from ``files`` (its manifest): ``changed`` (bytes that are not the listed
-    SHA-256), ``missing`` (listed, not there) and ``unexpected`` (there, not listed: files, links, folders that
+    SHA-256), ``missing`` (listed, not there), ``linked`` (listed, reached through a symbolic link to a folder:
+    not the folder's own file, never read) and ``unexpected`` (there, not listed: files, links, folders that
     hold no listed file), each a sorted list of relative paths."""
     folder = Path(folder)
     listed_dirs = {parent.as_posix() for name in files for parent in Path(name).parents if parent != Path(".")}
-    changed, missing, unexpected = [], [], []
+    changed, missing, linked, unexpected = [], [], [], []
     for name, digest in sorted(files.items()):
         if not inside(name):  # never followed out of the folder: a listed file that is not in it is missing
             missing.append(name)
             continue
         path = folder / name
-        if path.is_symlink() or not path.is_file():
+        if any((folder / parent).is_symlink() for parent in Path(name).parents if parent != Path(".")):
+            linked.append(name)  # a linked subfolder may lead anywhere: its files are not the export's
+        elif path.is_symlink() or not path.is_file():
             missing.append(name)
         elif file_sha256(path) != digest:
             changed.append(name)
@@ -323,7 +326,7 @@ def manifest_differences(folder: Path, files: dict[str, str]) -> dict[str, list[
         if path.is_dir() and not path.is_symlink() and rel in listed_dirs:
             continue
         unexpected.append(rel + ("/" if path.is_dir() and not path.is_symlink() else ""))
-    return {"changed": changed, "missing": missing, "unexpected": unexpected}
+    return {"changed": changed, "missing": missing, "linked": linked, "unexpected": unexpected}
 
 
 def verify_manifest(folder: Path) -> list[str]:
@@ -344,6 +347,8 @@ def verify_manifest(folder: Path) -> list[str]:
     found = manifest_differences(folder, files)
     bad = [f"{name} (changed: its SHA-256 is not the recorded one)" for name in found["changed"]]
     bad += [f"{name} (missing)" for name in found["missing"]]
+    bad += [f"{name} (reached through a symbolic link to a folder, not the folder's own file)"
+            for name in found["linked"]]
     if bad:
         raise ManifestError(f"{folder}: {len(bad)} of its {len(files)} files differ from its {MANIFEST}: "
                             f"{'; '.join(bad[:5])}{'; ...' * (len(bad) > 5)}. The folder was changed after it was "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterable
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from iso_bench.registry import IsoBenchError
 from iso_bench.results.benchmark import DEFAULT_METHODS, NAME, V1, bibtex, definition, definition_sha256
 from iso_bench.results.instances import encoder_of, install_capture, keep_units, track, tracked, write_instances  # noqa: F401 - named here too
 from iso_bench.results.result_files import (  # noqa: F401 - the repairs a run makes before each variant, named here too
+    INSTANCES_SUFFIX,
     NonFiniteScore,
     ResultsNotWritten,
     ensure_model_meta,
@@ -258,13 +260,18 @@ def install_result_hook() -> None:
             refused[task_result.task_name] = refusal
             return None
         record = encoder.provenance(task_result.task_name)
+        where = result_path(self, task_result.task_name, model_name)
+        units_file = where.with_name(task_result.task_name + INSTANCES_SUFFIX)  # as write_instances names it
+        fresh = not where.exists() and not units_file.exists()
         try:
             units = write_instances(self, task_result, model_name, encoder, record.get("task_type"))
             sign_scores(task_result, record, units, result_identity(self, task_result.task_name, model_name))
             write_result(self, task_result, model_name, kwargs.get("encode_kwargs"))
         except OSError as exc:  # a full or read-only results disk
-            error = exc if isinstance(exc, ResultsNotWritten) else ResultsNotWritten(
-                result_path(self, task_result.task_name, model_name), exc)
+            if fresh:  # the units written for a result that is not: never left without their result
+                with suppress(OSError):
+                    units_file.unlink(missing_ok=True)
+            error = exc if isinstance(exc, ResultsNotWritten) else ResultsNotWritten(where, exc)
             failed = getattr(encoder, "write_errors", None)
             if failed is None:  # mteb's own path: mteb.evaluate reports it
                 raise error from exc

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from iso_bench.faults import check_space, fault_point
 from iso_bench.files import STALE_AFTER, _alive, _writer, host_name, temporary_name
 
 try:
@@ -43,6 +44,7 @@ except ImportError:  # Windows: no advisory locks; the check again at the swap s
     fcntl = None  # type: ignore[assignment]
 
 LOCK_SUFFIX = ".iso-bench-lock"
+SET_ASIDE = ".old"  # the suffix of an earlier folder set aside while the new one is renamed in
 _held: dict[Path, list[int]] = {}  # target: [count, fd] of the locks this process holds (reentrant)
 
 
@@ -71,7 +73,9 @@ class _Busy(Exception):
 @contextmanager
 def output_lock(target: Path, output: str | os.PathLike[str], error: type[Exception]) -> Iterator[None]:
     """Hold the lock of ``target`` (reentrant within a process), or raise ``error`` naming the process that holds
-    it. The folder above ``target`` is made when missing (and removed again if left empty)."""
+    it. The folder above ``target`` is made when missing (and removed again if left empty). Once taken, an
+    earlier folder that a writer killed in its swap left aside is put back (:func:`restore_set_aside`), so the
+    checks made under the lock see it."""
     target = Path(target)
     if target in _held:
         _held[target][0] += 1
@@ -82,14 +86,21 @@ def output_lock(target: Path, output: str | os.PathLike[str], error: type[Except
         return
     made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
+    lock = target.parent / f".{target.name}{LOCK_SUFFIX}"
     try:
-        fd = _acquire(target.parent / f".{target.name}{LOCK_SUFFIX}")
+        fd = _acquire(lock)
     except _Busy as busy:
         _remove_empty(made)
         raise error(f"-o {output}: another iso-bench process ({busy}) is writing {target} now; wait for it "
                     "to end, or choose another folder") from None
+    except OSError as exc:
+        _remove_empty(made)
+        raise error(f"-o {output}: cannot take the lock of {target} ({lock}: {exc.strerror or exc}); nothing was "
+                    f"written: free space or fix the permissions of {target.parent}, or choose another "
+                    "folder") from None
     _held[target] = [1, fd]
     try:
+        restore_set_aside(target)  # an earlier folder a writer killed in its swap left aside: back first
         yield
     finally:
         del _held[target]
@@ -99,7 +110,8 @@ def output_lock(target: Path, output: str | os.PathLike[str], error: type[Except
 
 def _acquire(path: Path) -> int:
     """The descriptor of ``path`` locked exclusively (made if missing; a file unlinked by the holder that
-    released it is opened again), or :class:`_Busy` with the holder's ``pid <n> on <host>``."""
+    released it is opened again), or :class:`_Busy` with the holder's ``pid <n> on <host>``. Where the holder's
+    name cannot be written (a full disk) the lock is released and the file removed before the ``OSError``."""
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
         if fcntl is None:
@@ -115,8 +127,13 @@ def _acquire(path: Path) -> int:
         except FileNotFoundError:
             same = False
         if same:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {host_name()}".encode(), 0)
+            try:
+                check_space(path)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} on {host_name()}".encode(), 0)
+            except OSError:  # a full disk: released and removed, never left held for the process's life
+                _release(path, fd)
+                raise
             return fd
         os.close(fd)  # removed by the holder before it released it: take the new one
 
@@ -139,8 +156,10 @@ def whole_folder(target: Path, output: str | os.PathLike[str], check: Callable[[
     """A new temporary folder beside ``target`` to write into; when the block ends without an error it is put at
     ``target`` whole: under ``target``'s lock (:func:`output_lock`), ``check`` (which raises where ``target``
     may not be written) made again, then a rename that replaces nothing another process made. An earlier folder
-    that ``check`` accepts is set aside first and removed once the new one is in place. The folders have the
-    user's usual mode (``0o777`` less the umask), as ``mkdir`` makes them."""
+    that ``check`` accepts is set aside first (``.<name>@<host>@<pid>-<random>.old``) and removed once the new
+    one is in place; one that a killed writer left set aside with nothing at ``target`` is put back when the lock
+    is taken (:func:`restore_set_aside`). The folders have the user's usual mode (``0o777`` less the umask), as
+    ``mkdir`` makes them."""
     with output_lock(target, output, error):
         check()
         remove_stale_temporary_folders(target.parent, target.name)  # those a killed writer left
@@ -163,8 +182,9 @@ def _swap(folder: Path, target: Path, output: str | os.PathLike[str], error: typ
     """Put ``folder`` at ``target``: absent or empty, or an earlier folder (set aside, removed after)."""
     old = None
     if target.is_dir() and any(target.iterdir()):
-        old = target.parent / f"{temporary_name(target)}{secrets.token_hex(4)}.tmp"
+        old = target.parent / f"{temporary_name(target)}{secrets.token_hex(4)}{SET_ASIDE}"
         target.rename(old)
+        fault_point("swap")
     elif target.is_dir():
         with suppress(OSError):
             target.rmdir()  # an empty folder: a writer that fills it meanwhile keeps it (the rename below fails)
@@ -203,12 +223,28 @@ def _libc() -> object:
         return None
 
 
-def remove_stale_temporary_folders(folder: Path, name: str, stale_after: float = STALE_AFTER) -> list[Path]:
-    """Delete the temporary folders beside ``folder / name`` that a whole-folder write (an export, a submission)
-    left when its writer died: directories ``.<name>@<host>@<pid>-*`` (with or without ``.tmp``), judged as
-    :func:`iso_bench.files.remove_stale_temporaries` judges files. Only those of ``name``: nothing else in
-    ``folder`` is touched. Returns what was deleted."""
-    gone = []
+def restore_set_aside(target: Path, stale_after: float = STALE_AFTER) -> Path | None:
+    """Put back at ``target`` the earlier folder that a writer killed in the middle of a swap left set aside
+    (``.<name>@<host>@<pid>-<random>.old``, its writer gone as :func:`remove_stale_temporary_folders` judges it)
+    where nothing (or an empty folder) is at ``target``: the earlier output is there again, whole, and is never
+    taken for a temporary. Where several are left, the newest. Returns the folder put back, or None. Call it
+    under ``target``'s lock."""
+    target = Path(target)
+    if target.is_symlink() or (target.exists() and not (target.is_dir() and not any(target.iterdir()))):
+        return None
+    left = [p for p in _temporary_folders(target.parent, target.name, stale_after) if p.name.endswith(SET_ASIDE)]
+    if not left:
+        return None
+    newest = max(left, key=lambda p: p.stat().st_mtime)
+    with suppress(OSError):
+        target.rmdir()
+    newest.rename(target)
+    return newest
+
+
+def _temporary_folders(folder: Path, name: str, stale_after: float) -> list[Path]:
+    """The temporary folders of ``folder / name`` whose writer is gone."""
+    found = []
     here = host_name()
     for tmp in Path(folder).glob(f"{glob.escape('.' + name)}@*@*-*"):
         host, pid = _writer(tmp.name)
@@ -217,8 +253,24 @@ def remove_stale_temporary_folders(folder: Path, name: str, stale_after: float =
                 continue
             stale = not _alive(pid) if host == here else time.time() - tmp.stat().st_mtime > stale_after
             if stale:
-                shutil.rmtree(tmp)
-                gone.append(tmp)
+                found.append(tmp)
         except FileNotFoundError:  # renamed into place or removed meanwhile by its writer
             pass
+    return found
+
+
+def remove_stale_temporary_folders(folder: Path, name: str, stale_after: float = STALE_AFTER) -> list[Path]:
+    """Delete the temporary folders beside ``folder / name`` that a whole-folder write (an export, a submission)
+    left when its writer died: directories ``.<name>@<host>@<pid>-*`` (with or without ``.tmp``), judged as
+    :func:`iso_bench.files.remove_stale_temporaries` judges files. Only those of ``name``: nothing else in
+    ``folder`` is touched; an earlier folder set aside (``.old``) only where something is at ``folder / name``
+    (else :func:`restore_set_aside` puts it back). Returns what was deleted."""
+    gone = []
+    absent = not (Path(folder) / name).exists()
+    for tmp in _temporary_folders(Path(folder), name, stale_after):
+        if absent and tmp.name.endswith(SET_ASIDE):
+            continue
+        with suppress(FileNotFoundError):
+            shutil.rmtree(tmp)
+            gone.append(tmp)
     return gone

@@ -192,3 +192,22 @@ def test_the_recorded_command_names_a_chosen_dtype_and_leaves_auto_out() -> None
     base = "iso-bench run --model org/dec --methods raw --tasks STS16 --pooling last-token"
     assert command("--dtype", "bfloat16") == base + " --dtype bfloat16"
     assert command("--dtype", "auto") == command() == base
+
+
+def test_an_empty_text_of_a_task_names_the_task_and_the_texts_place(decoder: Backbone, tmp_path: Path) -> None:
+    """GPT-2's tokenizer adds no BOS: an empty text has no token. Leaving it out is impossible for a task's own text,
+    so the error names the task and where the text is in the request; without a task, the text's place and its
+    remedy (leave it out of the fit corpus)."""
+    import types
+
+    from iso_bench.backbones.hf_backbone import NoTokens
+
+    store = EmbeddingStore(decoder, tmp_path / "cache", progress=False)
+    with pytest.raises(NoTokens) as caught:
+        store.sentences(["It rained.", "A plane is taking off.", ""], task_metadata=types.SimpleNamespace(name="STS16"))
+    assert str(caught.value) == (
+        "task STS16: its text 2 of 3 in this request ('') has no tokens: the tokenizer of "
+        f"{decoder.model_id!r} adds no special tokens (no BOS), so the network has nothing to read and the task "
+        "cannot be evaluated with this model's extraction; use a tokenizer that adds a BOS token")
+    with pytest.raises(NoTokens, match=r"^text 0 \(''\) has no tokens: .*; leave it out$"):
+        store.sentences(["", "It rained."])

@@ -189,6 +189,25 @@ def test_verify_stays_inside_the_folder_and_says_a_missing_one_is_missing(tmp_pa
         f"iso-bench: error: {tmp_path / 'gone'}: no such folder")
 
 
+def test_verify_refuses_a_subfolder_linked_out_of_the_export(tmp_path, capsys) -> None:
+    """``3_Dense`` replaced by a link to a folder outside holding the very same bytes: every listed file has its
+    recorded SHA-256 through the link, yet it is not the export's file; refused, by ``--verify`` and by the check
+    made whenever an exported folder is loaded (``verify_manifest``), and ``--overwrite`` leaves it alone."""
+    from iso_bench.files import ManifestError, verify_manifest
+
+    folder = _earlier_export(tmp_path / "export")
+    (folder / "3_Dense").rename(tmp_path / "elsewhere")
+    (folder / "3_Dense").symlink_to(tmp_path / "elsewhere")
+    line = _error_line(capsys, ["export", "--verify", str(folder)])
+    assert line == (f"iso-bench: error: {folder}: 1 of its 2 files differ from its iso_bench_manifest.json: "
+                    "3_Dense/model.safetensors (reached through a symbolic link to a folder, not the folder's own "
+                    "file). The folder was changed after it was written: do not use it; export it again")
+    with pytest.raises(ManifestError, match="symbolic link"):
+        verify_manifest(folder)
+    with pytest.raises(ExportError, match=r"the folder holds others: 3_Dense; move them out"):
+        check_output(folder, overwrite=True)
+
+
 # ---- Dense modules of an affine map ------------------------------------------------------------------------
 def test_dense_modules_apply_the_affine_map_in_float32() -> None:
     """Offset first, through an identity matrix (exact) and a bias, then the matrix: the whitened vectors of

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from iso_bench.results.benchmark import NAME, definition_sha256
 from tests.conftest import MINILM, small_mirror
 
 pytestmark = pytest.mark.slow
@@ -36,9 +37,12 @@ def test_a_failed_fit_is_recorded_and_shown_with_its_reason(tmp_path: Path) -> N
     assert record["task"] == "STS12" and record["model"] == f"{MINILM}+whiten"
     assert "too few" in record["reason"] and str(tmp_path) not in failed.read_text()  # no path of the machine
     assert "./three.txt" in record["reason"]
+    # the benchmark its result would have recorded: the failure counts under this run's definition
+    assert record["benchmark"] == {"name": NAME, "definition_sha256": definition_sha256(), "conforms": False,
+                                   "differs": ["fit corpus", "resamples"]}
     board = write_leaderboard(results)
     row = next(line for line in board.splitlines() if line.startswith("| whiten"))
-    assert "–" in row
+    assert "–" in row and "benchmark=" not in board and "none recorded" not in board
     assert "on STS12: its evaluation failed (method 'whiten': 3 fit vectors are too few" in board
     loaded = mteb.ResultCache(results).load_results(include_remote=False)
     assert sorted(m.model_name for m in loaded.model_results) == [f"{MINILM}+raw"]  # never taken for a result

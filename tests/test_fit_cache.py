@@ -113,3 +113,40 @@ def test_a_memory_only_store_or_the_switch_stores_nothing(tmp_path: Path, corpus
     variant = _variant(tmp_path / "cache", "whiten", corpus_file)
     variant.fitted_method(None)
     assert variant.fits_run == 1 and not list((tmp_path / "cache").glob("*/*/*/fits/*"))
+
+
+SLOW_FIT = """
+import sys, time
+from pathlib import Path
+from iso_bench.methods import make_method
+from tests.test_fit_cache import _variant
+
+cls = type(make_method("whiten")[0])
+fit = cls.fit
+cls.fit = lambda self, X, **kw: (time.sleep(2), fit(self, X, **kw))[1]  # a fit that outlasts the other's start
+cache, corpus, go = (Path(a) for a in sys.argv[1:])
+variant = _variant(cache, "whiten", corpus)
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.01)
+variant.fitted_method(None)
+print(variant.fits_run, variant.fits_loaded, flush=True)
+"""
+
+
+def test_two_identical_runs_at_once_fit_once_and_share_it(tmp_path: Path, corpus_file: Path) -> None:
+    """Two processes that need the same fit at the same instant: one fits, the other waits for it and loads it
+    (as the raw vectors are shared); no lock file is left behind."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-c", SLOW_FIT, str(tmp_path / "cache"), str(corpus_file), str(tmp_path / "go")]
+    runs = [subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    assert [run.stdout.readline() for run in runs] == ["ready\n", "ready\n"]
+    (tmp_path / "go").touch()
+    counts = sorted(run.communicate(timeout=300)[0].strip() for run in runs)
+    assert [run.returncode for run in runs] == [0, 0]
+    assert counts == ["0 1", "1 0"]  # fits run, fits loaded: one fit, shared
+    (fits,) = {p.parent for p in (tmp_path / "cache").glob("*/*/*/fits/*")}
+    assert [p.suffix for p in fits.iterdir()] == [".npz"]

@@ -114,6 +114,49 @@ def test_a_full_results_disk_stops_in_one_line_naming_what_exists(mirror: Path, 
     assert f"stopped: {len(on_disk)} results of this run are on disk, {len(said_missing)} are not" in done.stderr
 
 
+@pytest.mark.parametrize("after", [1, 2])  # the disk fills after a result's units: at its model_meta.json, its JSON
+def test_units_are_never_left_without_their_result(mirror: Path, tmp_path: Path, after: int) -> None:
+    results = tmp_path / "results"
+    env = {"ISO_BENCH_FULL_DISK": str(results), "ISO_BENCH_FULL_DISK_AFTER": str(after)}
+    done = _run(mirror, results, tmp_path / "cache", env)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    units = sorted(results.rglob("*.instances.npz"))
+    assert [p for p in units if not p.with_name(p.name.replace(".instances.npz", ".json")).is_file()] == []
+    assert _scores(results) == {}  # nothing was written whole, and nothing is left of it
+
+
+def test_a_read_only_results_folder_holding_every_result_is_read(mirror: Path, tmp_path: Path) -> None:
+    """Every result present on a read-only disk: the rerun reports them (rc 0, nothing written); a run that lacks
+    one is refused in one line before the model loads."""
+    results = tmp_path / "results"
+    if os.geteuid() == 0 and not _mount(results, "8m"):
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        assert _run(mirror, results, tmp_path / "cache", {}).returncode == 0
+        written = _scores(results)
+        if os.geteuid() == 0:
+            subprocess.run(["mount", "-o", "remount,ro", str(results)], check=True)
+        else:
+            for folder in [results, *(p for p in results.rglob("*") if p.is_dir())]:
+                folder.chmod(0o555)
+        done = _run(mirror, results, tmp_path / "cache", {})
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        assert _scores(results) == written
+        env = {"ISO_BENCH_CACHE": str(tmp_path / "cache")}
+        more = subprocess.run([sys.executable, "-m", "iso_bench", "run", "--model", MINILM, "--methods", "center",
+                               "--tasks", "STS12", "--data-dir", str(mirror), "--results", str(results),
+                               "--no-progress"], env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=600)
+        assert more.returncode == 2 and more.stderr.strip().splitlines()[-1].startswith(
+            f"iso-bench: error: --results {results}: cannot write there ("), more.stderr
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(results)], check=False)
+        else:
+            for folder in [results, *(p for p in results.rglob("*") if p.is_dir())]:
+                folder.chmod(0o755)
+
+
 def test_a_run_that_fails_before_writing_leaves_no_results_folder(tmp_path: Path, capsys) -> None:
     from iso_bench.cli import main
 

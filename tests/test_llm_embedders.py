@@ -264,6 +264,24 @@ def test_an_instruction_models_variant_is_not_exported(standin_hub: Path, tmp_pa
                        "instructions, so its variants are not exported: run them with iso-bench run")
 
 
+def test_the_same_instruction_models_files_as_a_folder_are_not_exported(llm_standin_cache: Path, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The guard is the model's, not the route's: Qwen3's files given as a local folder run as a plain
+    sentence-transformers pipeline, whose prompts still carry its instruction; refused in one line, nothing written."""
+    from iso_bench.cli import main
+
+    folder = next((llm_standin_cache / "models--Qwen--Qwen3-Embedding-0.6B" / "snapshots").iterdir())
+    (tmp_path / "corpus.txt").write_text("a man plays a guitar\nthe cat sat on the mat\n", encoding="utf-8")
+    code = main(["export", f"{folder}+center", "--fit-corpus", str(tmp_path / "corpus.txt"), "-o",
+                 str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert err[-1] == (f"iso-bench: error: local/{folder.name} carries prompts (query) that put an instruction "
+                       "before the texts they are named for; its variant is fitted on vectors of other texts than "
+                       "those a caller of the exported folder would get, so its variants are not exported: run them "
+                       "with iso-bench run")
+
+
 def test_a_local_folders_16_bit_forward_is_recorded_and_keys_its_cache(llm_standin_cache: Path,
                                                                        qwen3_float32: Path) -> None:
     """The pipeline route (a sentence-transformers folder mteb does not list) records the dtype too; float32 is its

@@ -230,6 +230,20 @@ def test_labels_and_raw_reference() -> None:
                                                  "fitted on a.txt, fit_corpus_sha256=2"]
 
 
+def test_a_setup_that_records_no_dtype_is_labelled_float32(tmp_path: Path) -> None:
+    """The runner records ``dtype`` only when it is not float32: a setup without it ran in float32, and says so
+    (never ``dtype=none``, never "no setup recorded") in the labels, the rows and the CSV."""
+    half, full = setup_key({"dtype": "bfloat16"}), setup_key({})
+    assert setup_labels([full, half]) == {full: "dtype=float32", half: "dtype=bfloat16"}
+    fitted = [setup_key({"fit_corpus": "held-out", **d}) for d in ({}, {"dtype": "float16"})]
+    assert list(setup_labels(fitted).values()) == ["dtype=float32, fitted on held-out texts",
+                                                   "dtype=float16, fitted on held-out texts"]
+    sts(tmp_path, "raw", 0.70, 0.80)
+    sts(tmp_path, "raw", 0.69, 0.79, setup={"dtype": "bfloat16"})
+    csv = render_csv(build_leaderboard(read_results(tmp_path), ci=False))
+    assert "raw [dtype=float32]" in csv and "raw [dtype=bfloat16]" in csv and "none" not in csv
+
+
 def readme_snippet() -> str:
     """The README's Python example of reading setups apart with mteb."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")

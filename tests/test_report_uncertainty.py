@@ -26,7 +26,7 @@ from iso_bench.report import (
     write_leaderboard,
 )
 from iso_bench.report.resample import spearman_together
-from tests.report_helpers import main_of, sign, sts_units, write_result, write_scored
+from tests.report_helpers import main_of, set_record, sign, sts_units, write_result, write_scored
 
 N = 300  # units per task
 
@@ -261,6 +261,28 @@ def test_misaligned_units_are_not_compared_and_say_why(tmp_path: Path) -> None:
     note = next(n for n in table.notes if n.startswith("Difference from raw not tested"))
     assert note == (f"Difference from raw not tested (no *) in every cell: units not aligned with raw's: the gold "
                     f"differs at {N} of {N} units.")
+
+
+def test_results_of_two_versions_of_a_tasks_data_are_never_paired(tmp_path: Path) -> None:
+    """raw read the old rows of STS12, whiten the new ones (same repository and revision, other rows SHA-256): the
+    units line up by position, yet are other pairs; no paired test (no interval of the difference, no p, no *),
+    and a note names both versions."""
+    old = {"repo": "mteb/sts12-sts", "revision": "a0d554a64d88156834ff5ae9920b964011b16384", "rows_sha256": "a" * 64}
+    raw = write_scored(tmp_path, "org/alpha", "raw", "STS12", sts_units(N, 1.0, 0, 1))
+    whiten = write_scored(tmp_path, "org/alpha", "whiten", "STS12", sts_units(N, 0.5, 1, 1))
+    set_record(raw, data=old)
+    set_record(whiten, data={**old, "rows_sha256": "b" * 64})
+    table = build_leaderboard(read_results(tmp_path)).sections[0].tables[0]
+    cell = table.rows[1].cells[0]
+    assert cell.low is not None and cell.delta is not None
+    assert cell.delta_low is None and cell.p is None and not cell.significant
+    note = next(n for n in table.notes if n.startswith("Difference from raw not tested"))
+    assert note == ("Difference from raw not tested (no *) in every cell: raw's result was computed from other data "
+                    "(mteb/sts12-sts @ a0d554a64d88, rows sha256 aaaaaaaaaaaa; this row's: mteb/sts12-sts @ "
+                    "a0d554a64d88, rows sha256 bbbbbbbbbbbb), so its units are not paired.")
+    set_record(whiten, data=old)  # the same rows: paired as before
+    cell = build_leaderboard(read_results(tmp_path)).sections[0].tables[0].rows[1].cells[0]
+    assert cell.p is not None and cell.delta_low is not None
 
 
 def test_a_result_without_units_says_why(folder: Path) -> None:

@@ -60,6 +60,15 @@ from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
 
+
+class NoTokens(BackboneError):
+    """A text to which the tokenizer gives no token (an empty text, where no BOS or other special token is
+    added); ``text`` is that text, so that whoever knows where it comes from (a task) can say so."""
+
+    def __init__(self, message: str, text: str) -> None:
+        super().__init__(message)
+        self.text = text
+
 POOLINGS = ("mean", "cls", "first-last-avg", "last-token")
 """The sentence poolings :class:`Extraction` accepts (``--pooling`` offers these)."""
 
@@ -301,8 +310,9 @@ class Backbone:
                                len(texts))
         empty = tokens.lengths.index(0) if 0 in tokens.lengths else None
         if empty is not None:
-            raise BackboneError(f"text {empty} ({texts[empty]!r}) has no tokens: the tokenizer of {self.model_id!r} "
-                                "adds no special tokens, so it gives the network nothing to read; leave it out")
+            raise NoTokens(f"text {empty} ({texts[empty]!r}) has no tokens: the tokenizer of {self.model_id!r} "
+                           "adds no special tokens, so it gives the network nothing to read; leave it out",
+                           texts[empty])
         cut = sum(n >= self.max_length for n in tokens.lengths)
         if cut:
             logger.warning("%d of %d texts reach the window of %s (%d tokens) and are cut there", cut, len(texts),

@@ -18,7 +18,10 @@ the mean where the pipeline normalises, and so does its module.
 
 A variant of a model behind mteb's instruction wrapper (Qwen3-Embedding, gte-Qwen2, e5-mistral, ...) is refused in
 one line: its raw vectors depend on each task's instruction, which a sentence-transformers folder has no place for
-(its ``prompts`` are chosen by name by the caller, and mteb would not give the wrapper's instructions to them).
+(its ``prompts`` are chosen by name by the caller, and mteb would not give the wrapper's instructions to them). So
+is one whose pipeline carries prompts of its own (the same files given as a local folder): the guard is the
+model's, not its route's. The Dense modules of a 16-bit pipeline run in its 16 bits once loaded (the record says
+so, :func:`dense_precision`).
 
 Beside the modules, in the folder: ``iso_bench_transform.npz`` (the fitted transform as plain arrays: for an
 affine method ``offset`` and ``matrix``, ``y = (x - offset) @ matrix``, and for every method its learned state
@@ -203,6 +206,12 @@ def pipeline(backbone: Any) -> Any:
         raise ExportError(f"{backbone.model_id} is run by mteb's instruction wrapper, which puts each task's own "
                           "instruction before its texts; a sentence-transformers folder cannot carry per-task "
                           "instructions, so its variants are not exported: run them with iso-bench run")
+    prompts = sorted(k for k, v in (getattr(st, "prompts", None) or {}).items() if v)
+    if prompts:  # the model's own instructions, whichever route loaded it (a hub id, the same files as a folder)
+        raise ExportError(f"{backbone.model_id} carries prompts ({', '.join(prompts)}) that put an instruction "
+                          "before the texts they are named for; its variant is fitted on vectors of other texts "
+                          "than those a caller of the exported folder would get, so its variants are not exported: "
+                          "run them with iso-bench run")
     if st is None:
         how = backbone.describe()["extraction"].get("implementation") or "iso-bench's own pooling of hidden states"
         raise ExportError(f"{backbone.model_id} has no sentence-transformers pipeline to export (its vectors come "
@@ -226,6 +235,7 @@ def _write_export(encoder: Any, task_name: str | None, target: Path, output: str
     with one_blas_thread():  # fitted exactly as a run fits it (whose fits run under one BLAS thread)
         method = encoder.fitted_method(task_name)
     modules, how, arrays = post_processing(method, encoder.level, backbone)
+    how.update(dense_precision(st) if how.get("as") == "dense" else {})
     record = fit_record(encoder, task_name, method, how)
     with whole_folder(target, output, lambda: check_output(output, overwrite), ExportError) as folder:
         try:
@@ -300,6 +310,19 @@ def post_processing(method: Method, level: str, backbone: Any) -> tuple[list[Any
            "modules": [f"PostProcessing({module.spec}, level={level})"], "output_dim": output_dim,
            "needs_iso_bench": True}
     return [module], how, {}
+
+
+def dense_precision(st: Any) -> dict[str, str]:
+    """What the record says of the precision of the Dense modules where it is not float32: sentence-transformers
+    loads every module after the first in the first's dtype, so a 16-bit pipeline's Dense modules, written in
+    float32, run in its 16 bits (the transform applied to within that precision's rounding, about 1% relative
+    in bfloat16, of ``iso_bench_transform.npz``'s float64 map); {} for a float32 pipeline."""
+    first = next(st[0].parameters(), None) if len(st) else None
+    dtype = str(first.dtype).removeprefix("torch.") if first is not None else "float32"
+    if dtype == "float32":
+        return {}
+    return {"dtype": dtype, "precision": f"the Dense modules run in {dtype}, the base model's precision, as "
+                                        "sentence-transformers loads them after it"}
 
 
 def foreign_modules(st: Any) -> bool:
@@ -384,7 +407,9 @@ def model_card(record: dict[str, Any], name: str) -> str:
             f"{str(corpus.get('texts_sha256'))[:12]}). Needs {needs}.\n\n```python\nfrom sentence_transformers import "
             f"SentenceTransformer\nmodel = SentenceTransformer({name!r}{trust})\nvectors = model.encode(['a text'])\n"
             "```\n\nThe fit record is iso_bench_transform.json; the fitted transform, as plain arrays, "
-            "iso_bench_transform.npz.\n")
+            "iso_bench_transform.npz." + (f" Its Dense modules run in {how['dtype']}, the base model's precision "
+                                          "(sentence-transformers loads them in it): they apply the transform to "
+                                          f"within {how['dtype']} rounding." if how.get("dtype") else "") + "\n")
 
 
 def _plain(value: Any) -> Any:

@@ -25,6 +25,7 @@ from iso_bench.backbones.base import model_label
 from iso_bench.backbones.loader import extraction_dtype, load_backbone, peek_revision
 from iso_bench.backbones.precision import check_dtype_device
 from iso_bench.checks import (
+    InputError,
     check_device,
     check_methods,
     check_results_dir,
@@ -142,13 +143,14 @@ class _Prepared:
     store: Any = None
     base_record: dict[str, Any] = field(default_factory=dict)
     cached: int = 0  # texts of the run the raw-vector cache already held (not each variant's lookups of them)
+    unwritable: Exception | None = None  # why the results folder cannot be written: said only if a result is missing
 
 
 def _prepare(cfg: RunConfig) -> _Prepared:
     """Check every input before any work and load the tasks; the model is not loaded here (see :func:`_load`)."""
     pin_kernels(cfg.kernels)  # before torch runs anything (a Dask worker's first job: the job's mode)
     refs = list(cfg.task_refs) or resolve(list(cfg.tasks))  # suites, tasks, mteb benchmarks
-    check_results_dir(cfg.results_dir)
+    unwritable = _results_dir(cfg.results_dir)
     check_device(cfg.device)
     set_threads(cfg.threads)
     check_kernels(cfg.device or "cpu")  # the mode's kernels are those in force, else one clear error
@@ -166,7 +168,19 @@ def _prepare(cfg: RunConfig) -> _Prepared:
     sources = {t.metadata.name: use_source(t, cfg.data_dir) for t in tasks}
     corpus.add_tasks(tasks)
     corpus.check(tasks if any(type(m).fitted for m, _ in made) else ())  # e.g. "train" of a task without one
-    return _Prepared(tasks, sources, corpus, revision_of(cfg), dims.get("sentence"))
+    return _Prepared(tasks, sources, corpus, revision_of(cfg), dims.get("sentence"), unwritable=unwritable)
+
+
+def _results_dir(folder: str | Path) -> Exception | None:
+    """:func:`iso_bench.checks.check_results_dir`'s refusal of an existing folder that cannot be written (a
+    read-only disk holding every result is read, and refused only when a result is missing); any other raised."""
+    try:
+        check_results_dir(folder)
+    except InputError as exc:
+        if not Path(folder).expanduser().is_dir():
+            raise
+        return exc
+    return None
 
 
 def revision_of(cfg: RunConfig) -> str | None:
@@ -268,6 +282,8 @@ def _run(cfg: RunConfig) -> RunSummary:
         _load(cfg, run, [])
     todo = _missing(run, cache, variants)
     needed = {name for names in todo for name in names}
+    if needed and run.unwritable is not None:  # before the model loads: no encode is spent on unsaved results
+        raise run.unwritable
     if needed:
         revision = run.revision
         _load(cfg, run, [t for t in run.tasks if t.metadata.name in needed])
@@ -366,7 +382,7 @@ def _evaluate(cfg: RunConfig, run: _Prepared, states: list[_VariantRun], cache: 
         for error in result.exceptions or ():
             summary.errors.setdefault(state.label, {})[error.task_name] = error.exception
             record_failure(where, state.meta.name, name, error.exception,  # the board shows – and why
-                           state.meta.experiment_kwargs)
+                           state.meta.experiment_kwargs, state.encoder.provenance(name)["benchmark"])
         refusal = state.encoder.refused.pop(name, None)
         if refusal is not None:  # a score that is not finite: no result written, the cell fails
             summary.errors.setdefault(state.label, {})[name] = refusal.reason

@@ -22,6 +22,7 @@ import numpy as np
 from iso_bench.numerics import stats
 from iso_bench.report.units import Design, Sample, UnitsStore, design_of, misaligned
 from iso_bench.results.result_files import MODIFIED
+from iso_bench.results.setups import same_data, short
 
 if TYPE_CHECKING:
     from iso_bench.report.index import Index, Line
@@ -133,9 +134,15 @@ class Bootstrap:
         return None
 
     def aligned(self, ix: Index, line: Line, ref: Line, tasks: Sequence[str]) -> str | None:
-        """Why a row's units cannot be paired with its raw row's on ``tasks``, else None."""
+        """Why a row's units cannot be paired with its raw row's on ``tasks``, else None: among the reasons, results
+        computed from two versions of a task's data (their data records' content digests differ,
+        :func:`iso_bench.results.setups.same_data`), whose units are other instances even where they line up."""
         for task in tasks:
-            mine, theirs = self.store.samples(ix.found(line, task)[0]), self.store.samples(ix.found(ref, task)[0])
+            a, b = ix.found(line, task)[0], ix.found(ref, task)[0]
+            if a.data and b.data and same_data(a.data, b.data) is False:
+                return (f"raw's result{'' if len(tasks) == 1 else ' on ' + ix.label[task]} was computed from other "
+                        f"data ({short(b.data)}; this row's: {short(a.data)}), so its units are not paired")
+            mine, theirs = self.store.samples(a), self.store.samples(b)
             if isinstance(mine, str) or isinstance(theirs, str):
                 continue  # said by the draws
             if len(mine) != len(theirs):

@@ -149,7 +149,9 @@ def read_results(results_dir: str | Path, accept_modified: bool = False) -> list
                                                      failed.get("setup") or {}, path.parent.name)
             base, variant = split_model_name(name)
             r = Result(path.relative_to(top).as_posix(), base, variant, revision, failed["task"], None, {},
-                       {"failed": failed["reason"]}, setup=setup, experiment=experiment, check=VERIFIED, path=path)
+                       {"failed": failed["reason"], **({"benchmark": failed["benchmark"]} if isinstance(
+                           failed.get("benchmark"), dict) else {})},
+                       setup=setup, experiment=experiment, check=VERIFIED, path=path)
             seen.setdefault((r.base, r.revision, r.variant, r.setup_key, r.task), r)  # a result written wins
     modified = sorted(r.file for r in seen.values() if r.check == MODIFIED)
     if modified and not accept_modified:

@@ -27,15 +27,18 @@ SUFFIX = ".failed"
 MAX_REASON = 600  # characters of the error kept: its first line or lines, never a whole traceback
 
 
-def record_failure(result_path: Path, model: str, task: str, reason: str, setup: dict[str, Any] | None = None
-                   ) -> None:
+def record_failure(result_path: Path, model: str, task: str, reason: str, setup: dict[str, Any] | None = None,
+                   benchmark: dict[str, Any] | None = None) -> None:
     """Record that ``model`` on ``task`` failed with ``reason`` beside ``result_path`` (its result's file), with
-    its ``setup`` (experiment kwargs: the folder holds no ``model_meta.json`` until a result is written)."""
+    its ``setup`` (experiment kwargs: the folder holds no ``model_meta.json`` until a result is written) and the
+    ``benchmark`` its result would have recorded (:func:`iso_bench.results.benchmark.result_record`), so that the
+    board counts the failure under the benchmark definition of the run that made it."""
     result_path = Path(result_path)
     result_path.parent.mkdir(parents=True, exist_ok=True)
     text = re.sub(r"(?<![\w.])(?:/[^\s/:()]+)+/([^\s/:()]+)", r"./\1", " ".join(str(reason).split()))[:MAX_REASON]
     atomic_write_json(result_path.with_suffix(SUFFIX), {"model": model, "task": task, "reason": text,
-                                                        "setup": json.loads(json.dumps(setup or {}, default=str))})
+                                                        "setup": json.loads(json.dumps(setup or {}, default=str)),
+                                                        **({"benchmark": benchmark} if benchmark else {})})
 
 
 def clear_failure(result_path: Path) -> None:
@@ -44,7 +47,8 @@ def clear_failure(result_path: Path) -> None:
 
 
 def read_failure(path: Path) -> dict[str, Any] | None:
-    """The failure recorded in ``path`` (``model``, ``task``, ``reason``); None where it cannot be read."""
+    """The failure recorded in ``path`` (``model``, ``task``, ``reason``, ``setup`` and, since it is recorded,
+    ``benchmark``); None where it cannot be read."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):

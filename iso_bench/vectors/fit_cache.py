@@ -15,7 +15,8 @@ raw-vector namespace it was fitted from (``<cache>/<model>/<revision>/<extractio
 A file is an ``.npz`` without pickle: the learned state's arrays (``a0``, ``a1``, ...) and ``state``, a JSON
 document (bytes) holding the key, the fit record (level, number of fit vectors), the structure of the learned
 state (nested lists, tuples, dicts and iso-bench dataclasses of arrays, numbers, strings and None) and the
-SHA-256 of the arrays. It is written atomically (:func:`iso_bench.files.replacing`) and checked when read: a
+SHA-256 of the arrays. It is written atomically (:func:`iso_bench.files.replacing`), under a lock that makes a
+second process needing the same fit at once wait and load it (:func:`fit_lock`), and checked when read: a
 file that does not parse, whose key differs or whose arrays fail their digest is set aside as ``.npz.bad``
 with a warning, and the method is fitted again. A method whose learned state holds anything else (a plugin's
 own objects) is not stored; it is fitted as before.
@@ -40,6 +41,9 @@ import importlib
 import io
 import json
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -50,6 +54,11 @@ import numpy as np
 import iso_bench.methods
 import iso_bench.numerics.linalg
 from iso_bench.files import atomic_write_bytes
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; two runs may then fit the same method twice, both correct
+    fcntl = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +166,48 @@ def unpack_state(method: Any, tree: dict[str, Any], arrays: dict[str, np.ndarray
     for name, value in _decode(tree, arrays).items():
         setattr(method, name, value)
     return method
+
+
+@contextmanager
+def fit_lock(path: Path) -> Iterator[None]:
+    """Hold the lock of the fit file ``path`` (``<sha256>.lock`` beside it, an advisory ``fcntl.flock``) for the
+    block: the look-up, the fit and its write. Two processes that need the same fit at once (two identical runs
+    sharing a cache) take turns: the second waits for the first's fit, then loads it, as the raw vectors are
+    shared (:mod:`iso_bench.vectors.store`). The kernel releases a killed holder's lock; the holder removes the
+    file as it releases it. Where no lock can be taken (no ``fcntl``, a full or read-only disk) the block runs
+    without one: both fit, each correctly."""
+    lock = path.with_suffix(".lock")
+    handle = None
+    while fcntl is not None:
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(lock, "ab")  # noqa: SIM115 - closed below
+        except OSError:
+            break
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        with suppress(OSError):
+            if os.fstat(handle.fileno()).st_ino == os.stat(lock).st_ino:
+                break  # the file still there: the lock is this process's
+        handle.close()  # removed by the holder that released it: take the new one
+        handle = None
+    try:
+        yield
+    finally:
+        if handle is not None:
+            with suppress(OSError):
+                lock.unlink()  # while still held: whoever opened it before sees it gone and opens the new one
+            handle.close()
+
+
+def find_fit(path: Path, key: dict[str, Any], method: Any) -> tuple[Any, dict[str, Any] | None]:
+    """``(method, record)`` of the fit stored in ``path`` (:func:`load_fit`), else ``(None, None)``: none there,
+    or a damaged file, which is set aside (:func:`set_aside`)."""
+    if path.is_file():
+        try:
+            return load_fit(path, key, method)
+        except FitFileError as exc:
+            set_aside(path, exc)
+    return None, None
 
 
 def set_aside(path: Path, problem: Exception) -> None:

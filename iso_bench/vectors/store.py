@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.backbones.hf_backbone import NoTokens
 from iso_bench.backbones.mteb_backbone import TokenVectorsUnavailable
 from iso_bench.files import atomic_write_text, cache_not_written, remove_stale_temporaries, slug
 from iso_bench.kernels import kernel_class, namespace_suffix
@@ -291,11 +292,20 @@ class EmbeddingStore(EncodeMissing):
         self.stats["reused"] += len(keys) - len(missing)
         if missing:
             items = [(k, texts[i], spans[i] if spans else None) for k, i in missing.items()]
-            if kind == "span":
-                fresh = self._compute_spans(kind, items, desc, encode_kwargs, task)
-            else:
-                fresh = self._compute(kind, items, desc, encode_kwargs, task, keep_tokens=self._keeps_tokens(
-                    task, len(texts)))
+            try:
+                if kind == "span":
+                    fresh = self._compute_spans(kind, items, desc, encode_kwargs, task)
+                else:
+                    fresh = self._compute(kind, items, desc, encode_kwargs, task, keep_tokens=self._keeps_tokens(
+                        task, len(texts)))
+            except NoTokens as exc:  # a task's own text cannot be left out: the task and where its text is
+                if task is None:
+                    raise
+                raise NoTokens(f"task {task}: its text {texts.index(exc.text)} of {len(texts)} in this request "
+                               f"({exc.text!r}) has no tokens: the tokenizer of {self.backbone.model_id!r} adds no "
+                               "special tokens (no BOS), so the network has nothing to read and the task cannot be "
+                               "evaluated with this model's extraction; use a tokenizer that adds a BOS token",
+                               exc.text) from None
             for i in np.flatnonzero(~filled).tolist():
                 vec = fresh.get(keys[i])
                 if vec is not None:
