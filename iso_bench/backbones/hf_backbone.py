@@ -326,16 +326,12 @@ class Backbone:
         mask = features["attention_mask"].bool()
         result: dict[str, list[np.ndarray]] = {}
         if "sentence" in kinds:
-            if self.extraction.pooling == "cls":
-                pooled = hidden[:, 0]
-            elif self.extraction.pooling == "last-token":
-                pooled = hidden[torch.arange(len(run)), last_positions(mask)]
-            else:
-                m = mask.unsqueeze(-1).float()
-                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
-            if self.extraction.normalize:
-                pooled = torch.nn.functional.normalize(pooled, dim=-1)
-            result["sentence"] = list(pooled.numpy().astype(np.float32))
+            result["sentence"] = list(self._pooled(hidden, mask).numpy().astype(np.float32))
+        if "pool" in kinds:  # what the pooling reads: every row of the text (its specials too), or its one row
+            one = self.extraction.pooling in ("cls", "last-token")
+            ends = last_positions(mask) if self.extraction.pooling == "last-token" else torch.zeros(len(run), dtype=int)
+            result["pool"] = [hidden[b, int(ends[b])][None].numpy().astype(np.float32) if one
+                              else hidden[b][mask[b]].numpy().astype(np.float32) for b in range(len(run))]
         if "tokens" in kinds or "span" in kinds:
             own = [(hidden[b][mask[b]], torch.from_numpy(~np.asarray(tokens.special[i], dtype=bool)))
                    for b, i in enumerate(run)]  # per text: its token vectors without padding, its real tokens
@@ -347,6 +343,37 @@ class Backbone:
                                             self.max_length)
                                   for text, text_spans, (h, real), i in zip(texts, spans, own, run, strict=True)]
         return result
+
+    def _pooled(self, hidden: Any, mask: Any) -> Any:
+        """The extraction's pooling of a batch's token vectors ``hidden`` ``(batch, tokens, dim)`` under ``mask``,
+        then its normalisation."""
+        import torch  # lazily: torch takes seconds to import
+
+        if self.extraction.pooling == "cls":
+            pooled = hidden[:, 0]
+        elif self.extraction.pooling == "last-token":
+            pooled = hidden[torch.arange(len(hidden)), last_positions(mask)]
+        else:
+            m = mask.unsqueeze(-1).float()
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+        return torch.nn.functional.normalize(pooled, dim=-1) if self.extraction.normalize else pooled
+
+    def pool(self, rows: Sequence[np.ndarray], **_: Any) -> np.ndarray:
+        """Sentence vectors from (transformed) pooled rows (the ``pool`` kind): the extraction's own pooling
+        and normalisation on them, texts of one length at a time (one row each under cls and last-token)."""
+        import torch  # lazily: torch takes seconds to import
+
+        out = np.zeros((len(rows), rows[0].shape[1] if len(rows) else self.dim), np.float32)
+        groups: dict[int, list[int]] = {}
+        for i, r in enumerate(rows):
+            groups.setdefault(len(r), []).append(i)
+        for length, idx in groups.items():
+            hidden = torch.from_numpy(np.stack([np.asarray(rows[i], np.float32) for i in idx]))
+            mask = torch.ones(len(idx), length, dtype=torch.bool)
+            if self.extraction.pooling == "cls" or self.extraction.pooling == "last-token":
+                hidden, mask = hidden[:, :1], mask[:, :1]  # the one row the store kept
+            out[idx] = self._pooled(hidden, mask).numpy()
+        return out
 
     def _forward(self, features: dict[str, Any]) -> Any:
         """Every hidden state of one batch; a padded batch of a decoder with position ids that follow its mask."""
