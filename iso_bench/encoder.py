@@ -26,6 +26,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
 from iso_bench._version import __version__
+from iso_bench.backbones.pool_replay import before_pooling
 from iso_bench.checks import one_blas_thread
 from iso_bench.data.fit_corpus import FIT_BUDGET, FIT_BUDGET_ENV, fit_budget  # noqa: F401 - named here too
 from iso_bench.data.provider import CorpusProvider
@@ -352,20 +353,17 @@ class _Variant:
                     out = np.empty((len(X), Z.shape[1]), np.float32)
                 out[i:i + len(Z)] = Z
             return out
-        parts = []
-        for i in range(0, len(texts), TRANSFORM_BATCH):  # the token vectors of a batch of texts at a time
+        parts, transform = [], before_pooling(method, self.spec, self.store.backbone)
+        for i in range(0, len(texts), TRANSFORM_BATCH):  # the pooled rows of a batch of texts at a time
             batch = list(texts[i:i + TRANSFORM_BATCH])
-            toks = self.store.tokens(batch, **where)
-            lengths = [len(t) for t in toks]
+            rows = self.store.pool_rows(batch, **where)  # what the model's pooling reads, transformed, then pooled
+            lengths = [len(r) for r in rows]
             if min(lengths, default=1) == 0:
                 empty = [batch[j] for j, n in enumerate(lengths) if n == 0][:3]
-                raise ValueError(f"texts without any non-special token cannot be pooled at token level: {empty!r}")
+                raise ValueError(f"texts without any token cannot be pooled at token level: {empty!r}")
             for a, b in linalg.row_blocks(lengths, TRANSFORM_TOKENS):  # a method's float64 copies: a block's, not all
-                pooled = method.transform_means(np.concatenate(toks[a:b], axis=0),
-                                                np.cumsum([0, *lengths[a:b - 1]]))
-                if getattr(self.store.backbone.extraction, "normalize", False):
-                    pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-                parts.append(pooled.astype(np.float32))
+                Z, ends = transform(np.concatenate(rows[a:b], axis=0)), np.cumsum(lengths[a:b])
+                parts.append(self.store.backbone.pool(np.split(Z, ends[:-1]), **where))
         return np.concatenate(parts, axis=0) if parts else np.zeros((0, self.store.backbone.dim), np.float32)
 
     @_one_blas_thread

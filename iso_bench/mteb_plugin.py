@@ -54,6 +54,7 @@ from iso_bench.results.setups import FILE_DIGEST
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir
 
 SEPARATOR = "+"
+MODEL_POOLING = "model"  # the setup of a token-level variant: pooled by the model's own pooling and head
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 KNOWN_MODELS = (
     "sentence-transformers/all-MiniLM-L6-v2",
@@ -99,13 +100,17 @@ def setup_kwargs(method_spec: str, *, fit_corpus: str = "task", seed: int = 0, p
     (a sampled fit corpus), ``fit_budget`` (a method that does not stream, under a fit budget other than the
     default: it fits on a sample of a larger corpus, so the budget changes its numbers), ``seed`` (methods with
     randomness, and a sampled fit corpus), ``pooling`` and ``layer`` (when given), ``dtype`` (the precision of
-    iso-bench's own extraction, when not float32: :func:`iso_bench.backbones.loader.run_dtype`).
+    iso-bench's own extraction, when not float32: :func:`iso_bench.backbones.loader.run_dtype`), ``token_pooling``
+(token-level methods: ``"model"``, the token vectors the model's pooling reads transformed, then its own pooling
+and head; results of iso-bench before it, which pooled the text's own tokens by their mean, lack it).
 
     >>> setup_kwargs("whiten"), setup_kwargs("flow", seed=3), setup_kwargs("raw", layer=6)
     ({'fit_corpus': 'task'}, {'fit_corpus': 'task', 'seed': 3}, {'layer': 6})
     """
-    method, _ = make_method(method_spec)
+    method, level = make_method(method_spec)
     out: dict[str, Any] = {}
+    if level == "token":  # transformed before the model's own pooling and head: never a result of the old path
+        out["token_pooling"] = MODEL_POOLING
     if type(method).fitted:
         out["fit_corpus"] = fit_corpus
         if fit_corpus not in SETTINGS:
@@ -139,7 +144,7 @@ def load_variant(name: str, revision: str | None = None, *, base_model: str, met
     [(_, level)] = check_methods([method], model.dims(), base_model, no_tokens=model.no_tokens)  # before loading
     backbone = load_backbone(base_model, revision, device=device, pooling=pooling, layer=layer, batch_size=batch_size,
                              dtype=dtype)
-    kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
+    kinds = ("sentence", "tokens", "pool") if level == "token" else ("sentence",)
     store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size)
     corpus = CorpusProvider(fit_corpus_path or fit_corpus, data_dir=data_dir, sample=fit_sample, seed=seed,
                             budget=fit_budget, held_out_sources=held_out_sources())
@@ -160,7 +165,7 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
     from mteb.models.model_implementations import MODEL_REGISTRY  # lazily: mteb takes seconds to import
     from mteb.models.model_meta import ModelMeta, ScoringFunction  # lazily: mteb takes seconds to import
 
-    method, _level = make_method(method_spec)
+    method, level = make_method(method_spec)
     base = MODEL_REGISTRY.get(model_id)
     base_fields: dict[str, Any] = {}
     if base is not None and SEPARATOR not in (base.name or ""):
@@ -171,7 +176,7 @@ def variant_meta(model_id: str, method_spec: str, *, revision: str | None = None
         revision = revision or base.revision
         if embed_dim is None and isinstance(base.embed_dim, int):  # a run passes the model's true width
             embed_dim = base.embed_dim
-    if embed_dim is not None:
+    if embed_dim is not None and level != "token":  # a token-level variant goes through the model's pooling
         embed_dim = method.output_dim(embed_dim)
     kwargs = {"base_model": model_id, "method": method_spec, **loader_kwargs}
     if experiment is None:

@@ -48,7 +48,7 @@ def fitted(hub_mirror, tmp_path_factory):
     except IsoBenchError as exc:
         _missing(f"{MINILM} ({exc})")
     cache = os.environ.get("ISO_BENCH_CACHE") or tmp_path_factory.mktemp("cache")
-    store = EmbeddingStore(backbone, cache, kinds=("sentence", "tokens"), progress=False)
+    store = EmbeddingStore(backbone, cache, kinds=("sentence", "tokens", "pool"), progress=False)
     provider = CorpusProvider("task", data_dir=SHARED_DATA)
     corpus = provider("STSBenchmark")
     root = tmp_path_factory.mktemp("exports")
@@ -105,6 +105,10 @@ def test_the_folders_hold_the_base_modules_then_the_post_processing(fitted) -> N
     for spec, (_, folder, record) in variants.items():
         modules = json.loads((folder / "modules.json").read_text())
         types = [m["type"].rsplit(".", 1)[-1] for m in modules]
+        if spec == "cluster-pca":  # token level: before the pipeline's own pooling and Normalize
+            assert types == ["Transformer", "PostProcessing", "Pooling", "Normalize"]
+            assert [m["idx"] for m in modules] == [0, 1, 2, 3] and modules[1]["path"] == "3_PostProcessing"
+            continue
         assert types[:3] == ["Transformer", "Pooling", "Normalize"]
         assert types[3:] == (["Dense"] * DENSE[spec] if spec in DENSE else ["PostProcessing"]), spec
         assert modules[-1]["type"].startswith("sentence_transformers." if spec in DENSE else "iso_bench.export.")
@@ -153,15 +157,25 @@ def test_the_exported_transform_on_the_cached_raw_vectors_is_the_variants(fitted
             plain = method.transform(X)
             with torch.no_grad():
                 modules = model[-1]({"sentence_embedding": torch.from_numpy(np.array(X))})["sentence_embedding"].numpy()
-        else:
-            tokens = store.tokens(texts)
-            starts = np.cumsum([0, *(len(t) for t in tokens[:-1])])
-            plain = method.transform_means(np.concatenate(tokens), starts)
-            plain /= np.linalg.norm(plain, axis=1, keepdims=True)
-            modules = model[-1].pool(tokens)
+        else:  # the rows the pooling reads, transformed, then the pipeline's own modules after the transformer
+            rows = store.pool_rows(texts)
+            plain = store.backbone.pool([method.transform(r) for r in rows])
+            with torch.no_grad():
+                modules = np.stack([_through(list(model)[1:], r) for r in rows])
         assert _measure(spec, "iso-bench module", np.abs(modules - Z).max()) <= 1e-5
     assert _measure(spec, "npz transform", np.abs(plain - Z).max()) <= 1e-5
     assert plain.shape == Z.shape == (len(texts), record["export"]["output_dim"])
+
+
+def _through(modules: list, rows: np.ndarray) -> np.ndarray:
+    """One text's token vectors through ``modules`` (a loaded folder's modules after its Transformer)."""
+    import torch
+
+    features = {"token_embeddings": torch.from_numpy(np.array(rows))[None],
+                "attention_mask": torch.ones(1, len(rows), dtype=torch.int64)}
+    for module in modules:
+        features = module(features)
+    return features["sentence_embedding"][0].numpy()
 
 
 @pytest.mark.parametrize("spec", SPECS)

@@ -109,6 +109,19 @@ def test_raw_agrees_with_mtebs_evaluation_within_1e6_in_float32(qwen3_float32: P
     assert summary.encode_stats["computed"] > 0 and "dtype" not in record["iso_bench"]["extraction"]  # float32
 
 
+def test_raw_level_token_is_raw_through_the_instruction_wrappers_last_token(qwen3_float32: Path, standin_hub: Path,
+                                                                           small_data: Path, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The EOS row last-token pooling reads (after the task's instruction), transformed by nothing, then the
+    pipeline's own Pooling and Normalize: raw's score, in float32 and within the 16-bit bound in bfloat16."""
+    for cache, bound in ((qwen3_float32, 1e-6), (standin_hub, F16_BOUND)):
+        _use_hub(monkeypatch, cache)
+        out = tmp_path / cache.name
+        _run(["raw", "raw-level=token"], ["STS16"], QWEN3, data=small_data, out=out)
+        raw = _record(out, f"{QWEN3}+raw", "STS16")["main_score"]
+        assert _record(out, f"{QWEN3}+raw-level=token", "STS16")["main_score"] == pytest.approx(raw, abs=bound)
+
+
 @pytest.mark.parametrize(("model_id", "template"), [
     (GTE_QWEN2, "mteb.models.model_implementations.gte_models.instruction_template"),  # a function
     (E5_MISTRAL, "Instruct: {instruction}\nQuery: "),  # a string

@@ -172,7 +172,9 @@ def test_the_published_folders_commands_run(tmp_path: Path, monkeypatch: pytest.
     plan = run_main([*(placeholders.get(a, a) for a in runs[0]), "--dry-run"])
     minilm = [line for line in plan.splitlines() if line.startswith(MINILM)]  # a task: "STS12  [iso-bench v2]"
     done = [int(re.search(r"\s(\d+)/\d+\s", line).group(1)) for line in minilm]
-    assert len(minilm) == 19 and sum(done) == 396  # of 399: 3 failed (cluster-pca's isotropy, seeds 2-4)
+    # every raw and sentence-level result (15 of 21 per task); the 6 token-level ones (cluster-pca, seeds 0-4, and
+    # zipfian-whiten) pooled the text's own tokens, another setup than a token-level variant's now: to run again
+    assert len(minilm) == 19 and done == [15] * 19
     (tmp_path / "leaderboards" / "v2").mkdir(parents=True)
     (tmp_path / "leaderboards" / "v2" / "results").symlink_to(PUBLISHED_RESULTS / "results")
     monkeypatch.chdir(tmp_path)

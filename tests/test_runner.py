@@ -111,9 +111,11 @@ def test_a_fit_budget_other_than_the_default_is_part_of_the_setup_of_a_method_th
 
     monkeypatch.delenv("ISO_BENCH_DATA_DIR", raising=False)
     monkeypatch.delenv("ISO_BENCH_FIT_BUDGET", raising=False)
-    assert setup_kwargs("cluster-pca", seed=2) == {"fit_corpus": "task", "seed": 2}
-    assert setup_kwargs("cluster-pca", seed=2, fit_budget=100_000) == {"fit_corpus": "task", "seed": 2}
-    assert setup_kwargs("cluster-pca", seed=2, fit_budget=500) == {"fit_corpus": "task", "fit_budget": 500, "seed": 2}
+    token = {"token_pooling": "model"}  # a token-level method, before the model's own pooling
+    assert setup_kwargs("cluster-pca", seed=2) == {"fit_corpus": "task", "seed": 2, **token}
+    assert setup_kwargs("cluster-pca", seed=2, fit_budget=100_000) == {"fit_corpus": "task", "seed": 2, **token}
+    assert setup_kwargs("cluster-pca", seed=2, fit_budget=500) == {"fit_corpus": "task", "fit_budget": 500, "seed": 2,
+                                                                   **token}
     assert setup_kwargs("whiten", seed=2, fit_budget=500) == {"fit_corpus": "task"}  # streams: budget-free
     assert setup_kwargs("raw", fit_budget=500) == {}
     monkeypatch.setenv("ISO_BENCH_FIT_BUDGET", "700")  # the environment's budget counts like the option's

@@ -78,8 +78,8 @@ def test_a_warm_runs_memory_does_not_grow_with_the_rest_of_the_cache(tmp_path: P
 @pytest.mark.parametrize("spec", ["zipfian-whiten", "whiten-level=token", "abtt-level=token"])
 def test_a_token_level_transform_holds_a_block_of_rows_and_gives_the_same_bits(spec, tiny_backbone, tmp_path,
                                                                              monkeypatch) -> None:
-    """A token-level variant transforms and pools at most ``TRANSFORM_TOKENS`` token vectors at a time (whole
-    texts), and its vectors are bit for bit those of one product of all rows: SciFact's corpus through
+    """A token-level variant transforms and pools at most ``TRANSFORM_TOKENS`` rows its pooling reads at a time
+    (whole texts), and its vectors are bit for bit those of one product of all rows: SciFact's corpus through
     all-mpnet-base-v2 is 1.3 million 768-d token vectors per batch of texts, whose float64 copies at once
     outgrew 23 GB."""
     import iso_bench.encoder as encoder_module
@@ -93,18 +93,17 @@ def test_a_token_level_transform_holds_a_block_of_rows_and_gives_the_same_bits(s
     texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 12)))) + f" {i}" for i in range(60)]
     corpus = tmp_path / "fit.txt"
     corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
-    store = EmbeddingStore(tiny_backbone, tmp_path / "cache", kinds=("sentence", "tokens"), progress=False)
+    store = EmbeddingStore(tiny_backbone, tmp_path / "cache", kinds=("sentence", "tokens", "pool"), progress=False)
     variant = VariantEncoder(store, spec, corpus=CorpusProvider(str(corpus)))
     whole = variant.vectors(texts, None)  # every text's rows in one product (the default limit is far above)
-    lengths = [len(t) for t in store.tokens(texts)]
-    method = variant.fitted_method(None)
-    seen, original = [], type(method).transform_means
+    lengths = [len(r) for r in store.pool_rows(texts)]  # the rows its pooling reads: [CLS], the text's, [SEP]
+    seen, original = [], type(tiny_backbone).pool
 
-    def spy(self, X, starts):
-        seen.append(len(X))
-        return original(self, X, starts)
+    def spy(self, rows, **kwargs):  # the transformed rows of a block, handed to the model's pooling
+        seen.append(sum(len(r) for r in rows))
+        return original(self, rows, **kwargs)
 
-    monkeypatch.setattr(type(method), "transform_means", spy)
+    monkeypatch.setattr(type(tiny_backbone), "pool", spy)
     limit = 2 * max(lengths) + 1
     monkeypatch.setattr(encoder_module, "TRANSFORM_TOKENS", limit)
     blocked = variant.vectors(texts, None)

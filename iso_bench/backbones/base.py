@@ -18,8 +18,10 @@ import numpy as np
 
 from iso_bench.registry import IsoBenchError
 
-KINDS = ("sentence", "tokens", "span")
-"""The kinds of raw vectors: one pooled vector per text, a text's token vectors, the mean vector of a span."""
+KINDS = ("sentence", "tokens", "span", "pool")
+"""The kinds of raw vectors: one pooled vector per text, a text's own token vectors, the mean vector of a span,
+and the token vectors the model's pooling reads (special and prompt tokens too where it reads them; one row for
+cls and last-token pooling), which token-level variants transform before the model's own pooling."""
 
 
 LOCAL = "local"

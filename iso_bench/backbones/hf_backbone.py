@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,6 @@ import numpy as np
 from iso_bench.backbones.base import (
     EQUAL_LENGTH,
     KINDS,
-    PADDED,
-    POLICIES,
     BackboneError,
     check_request,
     check_tokenizer,
@@ -49,14 +47,20 @@ from iso_bench.backbones.base import (
     load_error,
     model_label,
     plan_batches,
-    read_model_json,
     span_rows,
     stream_batches,
 )
+from iso_bench.backbones.extraction import (  # noqa: F401 - POOLINGS, ExtractionError, SAME_POOLING: named here too
+    POOLINGS,
+    SAME_POOLING,
+    Extraction,
+    ExtractionError,
+    default_extraction,
+    unreplayable,
+)
 from iso_bench.backbones.features import Tokens, collate, from_encoding
-from iso_bench.backbones.precision import FLOAT32, HALF, check_dtype_device, checkpoint_dtype, torch_dtype
+from iso_bench.backbones.precision import FLOAT32, check_dtype_device, checkpoint_dtype, torch_dtype
 from iso_bench.files import folder_revision
-from iso_bench.registry import IsoBenchError
 
 logger = logging.getLogger(__name__)
 
@@ -68,107 +72,6 @@ class NoTokens(BackboneError):
     def __init__(self, message: str, text: str) -> None:
         super().__init__(message)
         self.text = text
-
-POOLINGS = ("mean", "cls", "first-last-avg", "last-token")
-"""The sentence poolings :class:`Extraction` accepts (``--pooling`` offers these)."""
-
-
-class ExtractionError(IsoBenchError, ValueError):
-    """Extraction settings that no model can honour (an unknown pooling, a too small ``max_length``)."""
-
-
-@dataclass(frozen=True)
-class Extraction:
-    """How raw vectors are read from the network; part of every cache key and result record.
-
-    ``layer`` indexes ``hidden_states`` as Hugging Face returns them (0 is the embedding layer, -1 the
-    last layer). ``first-last-avg`` ignores ``layer`` and averages ``hidden_states[1]`` and
-    ``hidden_states[-1]``. ``normalize`` scales sentence vectors to unit length, as a
-    sentence-transformers model with a Normalize module does. ``batching`` is the batching policy
-    (:func:`iso_bench.backbones.base.plan_batches`): :data:`~iso_bench.backbones.base.EQUAL_LENGTH` unless results
-    written under the old :data:`~iso_bench.backbones.base.PADDED` policy are to be reproduced. ``last-token`` takes
-    each text's last real token (the attention mask's last 1). ``dtype`` is the precision the network runs in,
-    ``"bfloat16"`` or ``"float16"``; None is float32 (``"float32"`` is stored as None), so records and cache
-    folders of float32 extractions are those written before precision was recorded.
-    """
-
-    pooling: str = "mean"
-    layer: int = -1
-    normalize: bool = False
-    max_length: int = 512
-    batching: str = EQUAL_LENGTH
-    dtype: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.dtype == FLOAT32:
-            object.__setattr__(self, "dtype", None)  # float32: the absent default
-        if self.dtype is not None and self.dtype not in HALF:
-            raise ExtractionError(f"unknown dtype {self.dtype!r}; choose one of {FLOAT32}, {', '.join(HALF)}")
-        if self.pooling not in POOLINGS:
-            raise ExtractionError(f"unknown pooling {self.pooling!r}; choose one of {', '.join(POOLINGS)}")
-        if self.max_length < 2:
-            raise ExtractionError(f"max_length must be at least 2, got {self.max_length}")
-        if self.batching not in POLICIES:
-            raise ExtractionError(f"unknown batching policy {self.batching!r}; choose one of {', '.join(POLICIES)}")
-
-    def key(self) -> str:
-        """A short stable name for cache folders."""
-        layer = "fl" if self.pooling == "first-last-avg" else f"L{self.layer}"
-        norm = "-norm" if self.normalize else ""
-        batching = "" if self.batching == PADDED else f"-{self.batching}"  # padded: the folders of iso-bench 0.1
-        dtype = f"-{self.dtype}" if self.dtype else ""  # float32: the folders written before precision was recorded
-        return f"{self.pooling}-{layer}{norm}-max{self.max_length}{batching}{dtype}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record's fields; ``dtype`` only where it is not float32."""
-        out = asdict(self)
-        if out["dtype"] is None:
-            del out["dtype"]
-        return out
-
-
-def default_extraction(model_id: str, revision: str | None = None, modules: Any = None) -> Extraction:
-    """The model's usual pooling: its sentence-transformers configuration when it has one (``modules``: its
-    ``modules.json`` where already read: CLS, last-token or else mean pooling, Normalize), else mean pooling over the
-    last layer without normalisation."""
-    modules = modules if modules is not None else read_model_json(model_id, "modules.json", revision) or []
-    pooling, normalize = "mean", False
-    for module in modules if isinstance(modules, list) else []:
-        kind = str(module.get("type", ""))
-        if kind.endswith("Pooling"):
-            cfg = read_model_json(model_id, f"{module.get('path', '')}/config.json".lstrip("/"), revision) or {}
-            if cfg.get("pooling_mode_cls_token"):
-                pooling = "cls"
-            elif cfg.get("pooling_mode_lasttoken"):
-                pooling = "last-token"
-        elif kind.endswith("Normalize"):
-            normalize = True
-    st_cfg = read_model_json(model_id, "sentence_bert_config.json", revision) or {}
-    max_length = int(st_cfg.get("max_seq_length", 512)) if isinstance(st_cfg, dict) else 512
-    return Extraction(pooling=pooling, normalize=normalize, max_length=max_length)
-
-
-SAME_POOLING = {"cls_token": "cls", "mean_tokens": "mean", "lasttoken": "last-token"}
-"""The sentence-transformers Pooling modes that iso-bench's own poolings replay exactly."""
-
-
-def unreplayable(model_id: str, revision: str | None = None, modules: Any = None) -> str | None:
-    """What of a sentence-transformers folder's pipeline (``modules``: its ``modules.json``) iso-bench's own
-    extraction of a layer would not replay: a Pooling mode other than one :data:`SAME_POOLING` maps (max,
-    weightedmean, mean_sqrt_len, several at once), or a Dense head; None where it replays the pipeline."""
-    for module in modules if isinstance(modules, list) else []:
-        kind = str(module.get("type", ""))
-        if kind.endswith("Dense"):
-            return "a Dense head"
-        if kind.endswith("Pooling"):
-            cfg = read_model_json(model_id, f"{module.get('path', '')}/config.json".lstrip("/"), revision) or {}
-            modes = ([f"{cfg['pooling_mode']}"] if isinstance(cfg.get("pooling_mode"), str) else
-                     [k.removeprefix("pooling_mode_") for k, v in cfg.items() if k.startswith("pooling_mode_") and v])
-            modes = [{"cls": "cls_token", "mean": "mean_tokens"}.get(m, m) for m in modes]
-            if len(modes) > 1 or (modes and modes[0] not in SAME_POOLING):
-                return f"{'+'.join(m.removesuffix('_tokens') for m in modes)} pooling"
-    return None
-
 
 class Backbone:
     """A Hugging Face encoder that returns raw vectors of every kind from one forward pass per batch.
@@ -369,16 +272,12 @@ class Backbone:
         mask = features["attention_mask"].bool()
         result: dict[str, list[np.ndarray]] = {}
         if "sentence" in kinds:
-            if self.extraction.pooling == "cls":
-                pooled = hidden[:, 0]
-            elif self.extraction.pooling == "last-token":
-                pooled = hidden[torch.arange(len(run)), last_positions(mask)]
-            else:
-                m = mask.unsqueeze(-1).float()
-                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
-            if self.extraction.normalize:
-                pooled = torch.nn.functional.normalize(pooled, dim=-1)
-            result["sentence"] = list(pooled.numpy().astype(np.float32))
+            result["sentence"] = list(self._pooled(hidden, mask).numpy().astype(np.float32))
+        if "pool" in kinds:  # what the pooling reads: every row of the text (its specials too), or its one row
+            one = self.extraction.pooling in ("cls", "last-token")
+            ends = last_positions(mask) if self.extraction.pooling == "last-token" else torch.zeros(len(run), dtype=int)
+            result["pool"] = [hidden[b, int(ends[b])][None].numpy().astype(np.float32) if one
+                              else hidden[b][mask[b]].numpy().astype(np.float32) for b in range(len(run))]
         if "tokens" in kinds or "span" in kinds:
             own = [(hidden[b][mask[b]], torch.from_numpy(~np.asarray(tokens.special[i], dtype=bool)))
                    for b, i in enumerate(run)]  # per text: its token vectors without padding, its real tokens
@@ -390,6 +289,37 @@ class Backbone:
                                             self.max_length)
                                   for text, text_spans, (h, real), i in zip(texts, spans, own, run, strict=True)]
         return result
+
+    def _pooled(self, hidden: Any, mask: Any) -> Any:
+        """The extraction's pooling of a batch's token vectors ``hidden`` ``(batch, tokens, dim)`` under ``mask``,
+        then its normalisation."""
+        import torch  # lazily: torch takes seconds to import
+
+        if self.extraction.pooling == "cls":
+            pooled = hidden[:, 0]
+        elif self.extraction.pooling == "last-token":
+            pooled = hidden[torch.arange(len(hidden)), last_positions(mask)]
+        else:
+            m = mask.unsqueeze(-1).float()
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+        return torch.nn.functional.normalize(pooled, dim=-1) if self.extraction.normalize else pooled
+
+    def pool(self, rows: Sequence[np.ndarray], **_: Any) -> np.ndarray:
+        """Sentence vectors from (transformed) pooled rows (the ``pool`` kind): the extraction's own pooling
+        and normalisation on them, texts of one length at a time (one row each under cls and last-token)."""
+        import torch  # lazily: torch takes seconds to import
+
+        out = np.zeros((len(rows), rows[0].shape[1] if len(rows) else self.dim), np.float32)
+        groups: dict[int, list[int]] = {}
+        for i, r in enumerate(rows):
+            groups.setdefault(len(r), []).append(i)
+        for length, idx in groups.items():
+            hidden = torch.from_numpy(np.stack([np.asarray(rows[i], np.float32) for i in idx]))
+            mask = torch.ones(len(idx), length, dtype=torch.bool)
+            if self.extraction.pooling == "cls" or self.extraction.pooling == "last-token":
+                hidden, mask = hidden[:, :1], mask[:, :1]  # the one row the store kept
+            out[idx] = self._pooled(hidden, mask).numpy()
+        return out
 
     def _forward(self, features: dict[str, Any]) -> Any:
         """Every hidden state of one batch; a padded batch of a decoder with position ids that follow its mask."""

@@ -59,6 +59,7 @@ from iso_bench.backbones.pipeline import (  # noqa: F401 - MtebExtraction, sente
     sentence_transformer,
     static_embedding,
 )
+from iso_bench.backbones.pool_replay import keeps_space, replay
 from iso_bench.backbones.st_encode import PipelineEncoder
 
 VARIANT_SEPARATOR = "+"  # iso-bench's variants are named "<base>+<method>" (iso_bench.mteb_plugin.SEPARATOR)
@@ -135,6 +136,29 @@ class MtebBackbone:
         if self._dim is None:  # a model run by its own encode: measured on one text
             self._dim = len(self.encode(["dimension"], progress=False)["sentence"][0])
         return self._dim
+
+    @property
+    def token_dim(self) -> int:
+        """The token vectors' width (that of span and pooled rows): the sentence width where no head follows."""
+        measure = getattr(self.st[0], "get_embedding_dimension", None) if self.st is not None else None
+        return int(measure()) if measure is not None else self.dim
+
+    @property
+    def keeps_space(self) -> bool:
+        """Whether the pooling and what follows it see token vectors only up to a rotation (no head, no max
+        pooling, no truncation: :func:`~iso_bench.backbones.pool_replay.keeps_space`)."""
+        return self.st is not None and keeps_space(self.st)
+
+    def pool(self, rows: Sequence[np.ndarray], *, task_metadata: Any = None, prompt_type: Any = None) -> np.ndarray:
+        """Sentence vectors from (transformed) pooled rows (the ``pool`` kind) of texts encoded for
+        ``task_metadata`` and ``prompt_type``: the pipeline's own pooling and the modules after it
+        (:func:`~iso_bench.backbones.pool_replay.replay`)."""
+        if self.st is None or self._runner.how is None:
+            list(self.encode_chunks(["x"], kinds=("pool",), progress=False))  # raises: says why it cannot
+        prompt = self.resolve_prompt(task_metadata, prompt_type)[0]
+        measure = getattr(self.st[0], "_get_prompt_length", None)
+        length = measure(prompt) if prompt and measure is not None else None
+        return replay(self.st, rows, length, static=self._runner.how == "static")
 
     def describe(self) -> dict[str, Any]:
         """What identifies these vectors: ``vectors: "mteb"``, model, revision, and the implementation with

@@ -39,6 +39,7 @@ from iso_bench.backbones.features import (
     to_host,
 )
 from iso_bench.backbones.pipeline import as_numpy, numpy_ints, static_embedding, views
+from iso_bench.backbones.pool_replay import pool_rows
 
 Chunks = Iterator[tuple[list[int], dict[str, list[np.ndarray]]]]
 
@@ -61,7 +62,7 @@ class PipelineEncoder:
         import torch  # lazily: torch takes seconds to import
 
         static = self.how == "static"
-        rows = "tokens" in kinds or "span" in kinds
+        rows = "tokens" in kinds or "span" in kinds or "pool" in kinds
         offsets = "span" in kinds or (rows and bool(prompt))  # where the text's own tokens need them
         tokens = (static_tokens(static_embedding(self.st), texts, prompt, offsets) if static
                   else pipeline_tokens(self.st, texts, prompt, route, rows, offsets))
@@ -98,6 +99,9 @@ class PipelineEncoder:
                            else self._direct_rows(tokens, run, host[-1], mask, prompt))
                 self._token_kinds(result, aligned, [texts[i] for i in run],
                                   [spans[i] for i in run] if spans is not None else None, kinds, prompt)
+                if "pool" in kinds:  # what the pooling reads: special and prompt tokens too, where it reads them
+                    result["pool"] = views([pool_rows(self.st, hidden, tokens.shared.get("prompt_length"))
+                                            for hidden, _, _ in aligned])
             return result
 
         yield from stream_batches(batches, kinds, encode_batch, desc, progress, fill, chunk)
@@ -139,6 +143,11 @@ class PipelineEncoder:
     def _stream_encode(self, texts: list[str], kinds: Sequence[str], spans: Sequence[Any] | None, batch_size: int,
                        chunk: int | None, progress: bool, desc: str, prompt: str, route: str | None) -> Chunks:
         """Batches of one token length through the SentenceTransformer's ``encode`` (``output_value=None``)."""
+        if "pool" in kinds:
+            raise TokenVectorsUnavailable(f"{self.model_id!r}: its sentence-transformers pipeline routes texts or "
+                                          "reads them in ways iso-bench cannot replay on token vectors (a router, "
+                                          "per-task lengths, a chat template), so token-level methods cannot run "
+                                          "on it; use -level=sentence")
         encode = {"query": self.st.encode_query, "document": self.st.encode_document}.get(route, self.st.encode)
         if self.batching == PADDED:  # iso-bench 0.1: by character length, padded batches
             lengths, fill = [len(t) for t in texts], None

@@ -47,6 +47,7 @@ import numpy as np
 from iso_bench._version import __version__
 from iso_bench.backbones.base import model_label
 from iso_bench.backbones.loader import load_backbone
+from iso_bench.backbones.pool_replay import before_pooling
 from iso_bench.checks import check_methods, check_seeds, describe_model, one_blas_thread
 from iso_bench.data.fit_corpus import HELD_OUT, TASK, TRAIN
 from iso_bench.data.provider import CorpusProvider
@@ -183,7 +184,7 @@ def export(variant: str, fit_corpus: str, output: str | Path, *, data_dir: str |
         backbone = load_backbone(model, revision, device=device, trust_remote_code=trust_remote_code,
                                  batch_size=batch_size)
         pipeline(backbone)  # refused before any text is encoded
-        kinds = ("sentence", "tokens") if level == "token" else ("sentence",)
+        kinds = ("sentence", "tokens", "pool") if level == "token" else ("sentence",)
         store = EmbeddingStore(backbone, cache_dir or default_cache_dir(), kinds=kinds, batch_size=batch_size,
                                progress=progress)
         encoder = VariantEncoder(store, spec, corpus=provider, seed=seed)
@@ -241,7 +242,7 @@ def _write_export(encoder: Any, task_name: str | None, target: Path, output: str
         try:
             check_space(folder)  # tests: a full disk (ISO_BENCH_FULL_DISK)
             save_pipeline(st, folder)
-            append_modules(folder, modules)
+            append_modules(folder, modules, how.get("at"))
             from iso_bench.export.module import write_state  # lazily: it imports torch
 
             record["state"] = write_state(method, folder / STEM, arrays)
@@ -298,6 +299,16 @@ def post_processing(method: Method, level: str, backbone: Any) -> tuple[list[Any
 
     st = backbone.st
     static = type(st[0]).__name__ == "StaticEmbedding"
+    if level == "token":  # before the pipeline's pooling: its own pooling, Dense and Normalize follow
+        before_pooling(method, method.spec, backbone)  # refused where its output cannot stand there
+        module = PostProcessing(f"{method.spec}-level=token" if type(method).default_level != "token" else method.spec,
+                                level="rows", static=static, output_dim=int(backbone.token_dim), method=method)
+        how = {"as": "module", "transform": f"iso_bench.export.module.PostProcessing({module.spec})",
+               "input": "the token vectors the base pipeline's pooling reads, in the model's coordinates; then its "
+                        "own pooling and the modules after it", "at": 1,
+               "modules": [f"PostProcessing({module.spec}, level=rows)"], "output_dim": int(backbone.dim),
+               "needs_iso_bench": True}
+        return [module], how, {}
     start, end = (0, 0) if static or level == "sentence" else special_tokens(st.tokenizer)
     output_dim = int(method.transform(np.zeros((1, dim), np.float32)).shape[1])
     module = PostProcessing(method.spec if level == type(method).default_level else f"{method.spec}-level={level}",
@@ -362,18 +373,21 @@ def special_tokens(tokenizer: Any) -> tuple[int, int]:
     return start, end
 
 
-def append_modules(folder: Path, modules: list[Any]) -> None:
-    """Save ``modules`` after those of the pipeline saved in ``folder`` and list them in its ``modules.json``,
-    each by its class's import path, as ``SentenceTransformer.save`` lists its own."""
+def append_modules(folder: Path, modules: list[Any], at: int | None = None) -> None:
+    """Save ``modules`` after those of the pipeline saved in ``folder`` (or from position ``at`` on: a token-level
+    variant's module before the pooling) and list them in its ``modules.json``, each by its class's import path,
+    as ``SentenceTransformer.save`` lists its own."""
     path = folder / "modules.json"
     listing = json.loads(path.read_text(encoding="utf-8"))
-    for module in modules:
-        idx = len(listing)
-        name = f"{idx}_{type(module).__name__}"
+    at = len(listing) if at is None else at
+    for n, module in enumerate(modules):
+        name = f"{len(listing)}_{type(module).__name__}"  # a folder of its own whatever its place
         (folder / name).mkdir()
         module.save(str(folder / name))
-        listing.append({"idx": idx, "name": str(idx), "path": name,
-                        "type": f"{type(module).__module__}.{type(module).__name__}"})
+        listing.insert(at + n, {"idx": 0, "name": "", "path": name,
+                                "type": f"{type(module).__module__}.{type(module).__name__}"})
+    for idx, entry in enumerate(listing):
+        entry.update(idx=idx, name=str(idx))
     path.write_text(json.dumps(listing, indent=2), encoding="utf-8")
 
 

@@ -10,6 +10,12 @@ cluster-pca and every token-level method, applied by iso-bench's own code to wha
   transforms them, averages them per text (:meth:`~iso_bench.methods.base.Method.transform_means`) and
   normalises the mean where the base pipeline normalises (``normalize``): the variant's sentence vector. A
   static (model2vec) pipeline has no token embeddings: the module reads its tokens' rows of the static embedding.
+  This is how iso-bench exported a token-level variant before its variants pooled as the model pools; such folders
+  still load and give what they gave.
+- ``level="rows"``: stands just after the pipeline's first module, before its pooling: transforms every token
+  vector the model attends to (``token_embeddings`` under ``attention_mask``; a static pipeline's rows of every
+  token id, then their mean, as its EmbeddingBag takes it) in the model's coordinates, so that the pipeline's own
+  pooling, Dense and Normalize follow: what a token-level variant is (:mod:`iso_bench.backbones.pool_replay`).
 
 Its folder holds ``config.json`` (the keys of :attr:`PostProcessing.config_keys`) and the fitted state as
 ``state.npz`` (the arrays, each named by its place: ``mean_``, ``blocks_.0.1.w``) with ``state.json`` (how they
@@ -62,7 +68,7 @@ class PostProcessing(Module):
 
     Args:
         spec: the method spec (``flow``, ``cluster-pca-27-12``, ``whiten-level=token``).
-        level: ``"sentence"`` or ``"token"``: what the method transforms.
+        level: ``"sentence"``, ``"rows"`` (before the pooling) or ``"token"`` (older exports): what it transforms.
         normalize: token level: scale each pooled vector to unit length (the base pipeline ends with Normalize).
         skip_start, skip_end: token level: the special tokens the tokenizer adds before and after a text.
         output_dim: the dimension of the vectors it gives.
@@ -94,8 +100,32 @@ class PostProcessing(Module):
             Z = self.method.transform(X.detach().float().cpu().numpy())
             features["sentence_embedding"] = torch.from_numpy(Z.astype(np.float32)).to(X.device)
             return features
+        if self.level == "rows":
+            return self.rows(features)
         device = features["input_ids"].device
         features["sentence_embedding"] = torch.from_numpy(self.pool(self.token_vectors(features))).to(device)
+        return features
+
+    def rows(self, features: dict[str, Any]) -> dict[str, Any]:
+        """``level="rows"``: the token vectors the pooling reads, transformed in the model's coordinates."""
+        transform = getattr(self.method, "model_coordinates", self.method.transform)
+        if "token_embeddings" not in features:  # a static pipeline: the mean of its ids' transformed rows
+            if not self.static or self._rows is None:
+                raise ValueError(f"PostProcessing({self.spec}): the pipeline gives no token_embeddings")
+            ids, starts = features["input_ids"], features["offsets"].tolist()
+            Z = transform(self._rows.detach()[ids].float().cpu().numpy())
+            means = [Z[a:b].mean(axis=0) for a, b in zip(starts, [*starts[1:], len(ids)], strict=True)]
+            out = features["sentence_embedding"]
+            features["sentence_embedding"] = torch.from_numpy(np.stack(means).astype(np.float32)).to(out.device,
+                                                                                                       out.dtype)
+            return features
+        T = features["token_embeddings"]
+        mask = features.get("attention_mask")
+        keep = torch.ones(T.shape[:2], dtype=torch.bool, device=T.device) if mask is None else mask.bool()
+        Z = transform(T[keep].detach().float().cpu().numpy())
+        T = T.clone()
+        T[keep] = torch.from_numpy(Z.astype(np.float32)).to(T.device, T.dtype)
+        features["token_embeddings"] = T
         return features
 
     def pool(self, tokens: list[np.ndarray]) -> np.ndarray:

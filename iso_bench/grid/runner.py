@@ -226,7 +226,7 @@ def _load(cfg: RunConfig, run: _Prepared, tasks: list[Any]) -> None:
         # token vectors come from the same forward pass when any variant or task will need them
         levels = {make_method(spec)[1] for spec in cfg.methods}
         needs_tokens = "token" in levels or any(getattr(t, "needs_tokens", False) for t in run.tasks)
-        kinds = ("sentence", "tokens") if needs_tokens else ("sentence",)
+        kinds = ("sentence", "tokens", *(("pool",) if "token" in levels else ())) if needs_tokens else ("sentence",)
         folder = Path(cfg.cache_dir or default_cache_dir()).expanduser().resolve()
         key = (id(run.backbone), str(folder), kinds, cfg.batch_size)
         store = _STORES.get(key)

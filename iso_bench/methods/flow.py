@@ -99,6 +99,7 @@ class Flow(Method):
     """
 
     name = "flow"
+    model_space = False  # its output is a latent space: a token-level flow is refused before a head (pool_replay)
     order = 60
 
     def __init__(

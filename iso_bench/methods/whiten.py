@@ -140,6 +140,13 @@ class Whiten(Method):
         X = self._check_input(X, fitting=False)
         return matmul(X - self.mean_, self.W_, self.device)
 
+    def model_coordinates(self, X: np.ndarray) -> np.ndarray:
+        """:meth:`transform` mapped back into the input's coordinates, ``(X - mean_) U_k Lambda_k^(-1/2) U_k^T``
+        (width d; the same cosines as :meth:`transform`): what a token-level variant hands the model's pooling
+        and head, which read the model's coordinates, not principal ones."""
+        U = self.W_ / np.linalg.norm(self.W_, axis=0)  # U_k: W_ = U_k Lambda_k^-1/2, columns of unit length
+        return matmul(self.transform(X), U.T, self.device)
+
     def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """``(mean_, W_)`` (zca and zipfian-whiten too: their ``W_`` is their map)."""
         self._check_fitted()

@@ -55,6 +55,10 @@ class Zca(Whiten):
     def output_dim(self, dim: int) -> int:
         return dim
 
+    def model_coordinates(self, X: np.ndarray) -> np.ndarray:
+        """:meth:`transform` itself: ZCA whitens in the input's own coordinates."""
+        return self.transform(X)
+
     def _whiten(self, mean: np.ndarray, cov: np.ndarray) -> None:
         super()._whiten(mean, cov)
         k = self.n_components_

@@ -23,9 +23,11 @@ from typing import Any
 from iso_bench.data.fit_corpus import SETTING_WORDS, TASK
 
 SetupKey = tuple[tuple[str, str], ...]  # sorted (kwarg, JSON of its value) pairs; () for no recorded setup
-FIT_KWARGS = ("fit_corpus", "fit_corpus_sha256", "seed", "fit_sample", "fit_budget")  # what a fit adds; raw: none
+FIT_KWARGS = ("fit_corpus", "fit_corpus_sha256", "seed", "fit_sample", "fit_budget",  # what a fit adds; raw: none
+              "token_pooling")  # and a token-level method (its rows through the model's pooling)
 # what a kwarg that a setup lacks means, in a label (the runner records only what is not the default)
-ABSENT = {"fit_sample": "all", "fit_budget": "100000", "pooling": "default", "layer": "default", "dtype": "float32"}
+ABSENT = {"fit_sample": "all", "fit_budget": "100000", "pooling": "default", "layer": "default", "dtype": "float32",
+          "token_pooling": "mean of the text's own tokens"}
 NO_SETUP = "no setup recorded"
 DEFAULT_FIT = json.dumps(TASK)  # the default setting, as a setup key holds it: named only where another differs
 

@@ -37,8 +37,8 @@ class EncodeMissing:
         context, encode_kwargs, task = self._where(task_metadata, prompt_type)
         kinds = [k for k in self.kinds if k != "span"]
         keep = self._keeps_tokens(task, len(texts))
-        if not keep and "tokens" in kinds:
-            kinds.remove("tokens")
+        if not keep:  # token vectors and pooled rows of a large task are not kept
+            kinds = [k for k in kinds if k not in ("tokens", "pool")]
         for i in range(0, len(texts), ENSURE_CHUNK):
             chunk = texts[i:i + ENSURE_CHUNK]
             keys = [text_key(t, None, context) for t in chunk]
@@ -81,7 +81,7 @@ class EncodeMissing:
         tokens, and then returned, not written."""
         able = getattr(self.backbone, "kinds", None)
         extra = [k for k in self.kinds
-                 if k != "span" and (able is None or k in able) and (keep_tokens or k != "tokens")]
+                 if k != "span" and (able is None or k in able) and (keep_tokens or k not in ("tokens", "pool"))]
         kinds = tuple(dict.fromkeys((kind, *extra)))
         pending, total, fresh = items, len(items), {}
         if hasattr(self.backbone, "encode_chunks"):  # one batch plan per PLAN_TEXTS texts, a shard per chunk
@@ -121,7 +121,7 @@ class EncodeMissing:
         for k, values in out.items():
             known = self._known(k, keys) if k != kind else set()
             new = [(key, v) for key, v in zip(keys, values, strict=True) if key not in known]
-            if keep_tokens or k != "tokens":
+            if keep_tokens or k not in ("tokens", "pool"):
                 self._write(k, [a for a, _ in new], [b for _, b in new], task)
             if k == kind and collect:
                 fresh.update(new)

@@ -24,7 +24,7 @@ from iso_bench.registry import IsoBenchError
 from iso_bench.vectors.index import ShardIndex
 from iso_bench.vectors.store import LOCK_NAME, fcntl
 
-KINDS = ("sentence", "tokens", "span")
+KINDS = ("sentence", "tokens", "span", "pool")
 UNKNOWN_TASK = "(task not recorded)"  # a shard indexed from disk, written by a process killed before indexing it
 
 

@@ -82,6 +82,7 @@ FLUSH_EVERY = 2048  # texts encoded between two shard writes: a crash loses at m
 RECENT = 4  # sentence matrices kept for the next variant (a task's two columns, queries and documents)
 RECENT_BYTES = 1 << 26  # and at most this many bytes of them (64 MiB): a large corpus is read per request
 LOCK_NAME = "encode.lock"  # in each namespace folder: held while a chunk is encoded and its shards written
+ROW_KINDS = ("tokens", "pool")  # kinds with many rows per text: kept on disk for tasks up to TOKEN_CACHE_TEXTS
 TOKEN_CACHE_ENV = "ISO_BENCH_TOKEN_CACHE_TEXTS"
 TOKEN_CACHE_TEXTS = 100_000
 """Token vectors are kept on disk for tasks of at most this many texts (every STS, WiC and WSD task, SciFact):
@@ -222,6 +223,13 @@ class EmbeddingStore(EncodeMissing):
         """Token vectors without special (or prompt) tokens, one ``(n_tokens, dim)`` array per text."""
         return self._get("tokens", list(texts), None, desc, self._where(task_metadata, prompt_type))
 
+    def pool_rows(self, texts: Sequence[str], desc: str = "encoding", *, task_metadata: Any = None,
+                  prompt_type: Any = None) -> list[np.ndarray]:
+        """The token vectors the model's pooling reads (special and prompt tokens too where it reads them; one
+        row for cls and last-token pooling), one ``(rows, token dim)`` array per text: what a token-level variant
+        transforms before the model's own pooling (``backbone.pool``). Kept and dropped as token vectors are."""
+        return self._get("pool", list(texts), None, desc, self._where(task_metadata, prompt_type))
+
     def token_ids(self, texts: Sequence[str], *, task_metadata: Any = None, prompt_type: Any = None
                   ) -> list[np.ndarray]:
         """The token type (tokenizer id) of each row of :meth:`tokens`, one int64 array per text; computed by
@@ -282,8 +290,8 @@ class EmbeddingStore(EncodeMissing):
         rest is encoded (and written) first."""
         context, encode_kwargs, task = where
         keys = [text_key(t, spans[i] if spans else None, context) for i, t in enumerate(texts)]
-        matrix = kind != "tokens"
-        out: Any = np.zeros((len(keys), self.backbone.dim), np.float32) if matrix else [None] * len(keys)
+        matrix = kind not in ROW_KINDS
+        out: Any = np.zeros((len(keys), self._width(kind)), np.float32) if matrix else [None] * len(keys)
         filled = np.zeros(len(keys), dtype=bool)
         self._fill(kind, keys, out, filled)
         missing: dict[bytes, int] = {}
@@ -313,6 +321,12 @@ class EmbeddingStore(EncodeMissing):
             if not filled.all():
                 self._fill(kind, keys, out, filled)  # what other processes encoded meanwhile
         return out
+
+    def _width(self, kind: str) -> int:
+        """The width of a single-vector kind: a sentence vector's, or a span's (the token width, which a head
+        after the pooling may change: ``backbone.token_dim`` where the backbone knows it)."""
+        return int(getattr(self.backbone, "token_dim", None) or self.backbone.dim) if kind == "span" \
+            else self.backbone.dim
 
     def _fill(self, kind: str, keys: list[bytes], out: Any, filled: np.ndarray) -> None:
         """Put into ``out`` (and mark ``filled``) the vectors of ``keys`` the store holds: in memory, or in
@@ -419,7 +433,7 @@ class EmbeddingStore(EncodeMissing):
     def held(self, kind: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """The vectors of ``kind`` the store holds for ``keys`` (:func:`text_key`), by key; encodes nothing."""
         keys = list(keys)
-        out: Any = np.zeros((len(keys), self.backbone.dim), np.float32) if kind != "tokens" else [None] * len(keys)
+        out: Any = np.zeros((len(keys), self._width(kind)), np.float32) if kind not in ROW_KINDS else [None] * len(keys)
         filled = np.zeros(len(keys), dtype=bool)
         self._fill(kind, keys, out, filled)
         return {keys[i]: out[i] for i in np.flatnonzero(filled).tolist()}
