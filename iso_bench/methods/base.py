@@ -334,7 +334,7 @@ def method_names() -> list[str]:
 
 
 def parse_spec(spec: str) -> tuple[type[Method], dict[str, Any]]:
-    """Split a spec into its method class and keyword parameters (also ``level`` if given)."""
+    """Split a spec into its method class and keyword parameters (also ``level`` and ``precision`` if given)."""
     # the longest registered name that the spec starts with ("cluster-pca" before "cluster")
     candidates = [n for n in METHODS if spec == n or spec.startswith(n + "-")]
     if not candidates:
