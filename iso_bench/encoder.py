@@ -33,7 +33,7 @@ from iso_bench.data.provider import CorpusProvider
 from iso_bench.files import cache_not_written, dataset_record, texts_digest
 from iso_bench.kernels import describe_environment, fit_kernels
 from iso_bench.kinds.cards import held_out_sources
-from iso_bench.methods import Method, MethodError, canonical_spec, make_method
+from iso_bench.methods import Method, MethodError, canonical_spec, make_method, storage_of, stored_scores
 from iso_bench.methods.base import fitting_on
 from iso_bench.numerics import linalg
 from iso_bench.results.benchmark import result_record
@@ -152,12 +152,12 @@ class _Variant:
 
             self.note_task(mteb.get_task(task_name).metadata)
         seen = self._seen[task_name]
-
         fit_corpus = self.corpus.setting if type(self._prototype).fitted else None
         return {"iso_bench_version": __version__, **self.base_record, "variant": self.config(),
                 "benchmark": result_record(self.spec, fit_corpus, self.n_resamples),
                 "task_type": seen["type"], "data": self.data_sources.get(task_name) or seen["data"],
                 "fit": self.fit_records.get(task_name),
+                "storage": storage_of(self._by_task.get((task_name, self.level), self._prototype), self),
                 **({"instructions": seen["instructions"]} if "instructions" in seen else {})}
 
     # ---- fitting ----------------------------------------------------------------------------------
@@ -404,16 +404,14 @@ class VariantEncoder(_Variant, AbsEncoder):
         self.note_task(task_metadata)
         return self.vectors(texts, task_metadata.name, task_metadata=task_metadata, prompt_type=prompt_type)
 
-    # The similarity of the variant's ModelMeta: the base model's, as mteb scores it (cosine where none is known).
+    # The similarity of the variant's ModelMeta: the base model's, as mteb scores it (cosine where none is known);
+    # a binary stage's vectors scored from their Hamming distance exactly (iso_bench.methods.stages.stored_scores).
     def similarity(self, embeddings1: Any, embeddings2: Any) -> Any:
-        if getattr(self._meta, "similarity_fn_name", None) is not None:
-            return super().similarity(embeddings1, embeddings2)
-        return cos_sim(embeddings1, embeddings2)
+        return stored_scores(self._prototype, self._meta, super().similarity, cos_sim, embeddings1, embeddings2)
 
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> Any:
-        if getattr(self._meta, "similarity_fn_name", None) is not None:
-            return super().similarity_pairwise(embeddings1, embeddings2)
-        return pairwise_cos_sim(embeddings1, embeddings2)
+        return stored_scores(self._prototype, self._meta, super().similarity_pairwise, pairwise_cos_sim,
+                             embeddings1, embeddings2, pairwise=True)
 
 
 def _texts(inputs: Any) -> list[str]:

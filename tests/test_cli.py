@@ -66,7 +66,7 @@ def test_list_names_every_method_and_every_carded_task(capsys: pytest.CaptureFix
     lines = out.splitlines()
     methods = [line.split()[0] for line in lines if line.startswith("  ") and line.split()[0] in method_names()]
     assert methods == ["raw", "center", "mean-proj", "clip", "abtt", "whiten", "cluster-pca", "flow", "zscore", "zca",
-                       "zipfian-whiten", "softdecay"]  # the README's order
+                       "zipfian-whiten", "softdecay", "truncate", "pca"]  # the README's order
     for card in cards():
         assert any(line.split()[:2] == [card.name, card.kind] and card.size in line for line in lines), card
     for suite in suites():

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PAGES = (README, ROOT / "docs" / "cluster.md", ROOT / "docs" / "results.md", ROOT / "docs" / "reproducibility.md",
          ROOT / "docs" / "layout.md", ROOT / "docs" / "models.md", ROOT / "docs" / "decoders.md",
-         ROOT / "benchmarks" / "README.md")  # the user's pages: paths from a checkout
+         ROOT / "docs" / "storage.md", ROOT / "benchmarks" / "README.md")  # the user's pages: paths from a checkout
 BOARD_README = ROOT / "leaderboards" / "README.md"  # the published folder's page: paths from the published folder
 READMES = (*PAGES, BOARD_README)
 PUBLISHED = ROOT / "leaderboards"  # the published board; its results are PUBLISHED_RESULTS / "results"

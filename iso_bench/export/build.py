@@ -8,8 +8,11 @@ vectors come from) followed by the fitted post-processing:
   ``x -> (x - offset) @ matrix``, :meth:`iso_bench.methods.base.Method.affine`) as sentence-transformers' own
   ``Dense`` modules with the identity activation: first the offset alone (an identity matrix, exact in
   float32, and the bias ``-offset``), then the matrix. It loads wherever sentence-transformers is installed;
-- flow, cluster-pca and every token-level variant as an iso-bench module
-  (:class:`iso_bench.export.module.PostProcessing`), which needs iso-bench installed.
+- flow, cluster-pca, every token-level variant and every variant with a storage stage (``-precision=int8``,
+  ``-precision=binary``: its codes as the variant scores them, the int8 ranges in its state) as an iso-bench
+  module (:class:`iso_bench.export.module.PostProcessing`), which needs iso-bench installed; the record says how
+  to store its vectors with sentence-transformers' ``quantize_embeddings`` (:func:`iso_bench.methods.stages.
+  storage_how`).
 
 The base pipeline's ``Normalize`` stays where it is: the variant transforms the base model's outputs (unit
 vectors where the pipeline normalises) and gives mteb the transformed vectors as they are, so nothing follows
@@ -61,7 +64,7 @@ from iso_bench.files import (
     write_manifest,
 )
 from iso_bench.kinds.cards import held_out_sources
-from iso_bench.methods import Method, make_method
+from iso_bench.methods import Method, make_method, storage_how
 from iso_bench.outputs import output_lock, resolve_output, whole_folder
 from iso_bench.registry import IsoBenchError, did_you_mean
 from iso_bench.vectors.store import EmbeddingStore, default_cache_dir
@@ -319,7 +322,7 @@ def post_processing(method: Method, level: str, backbone: Any) -> tuple[list[Any
             + (", normalized" if normalized else ""))
     how = {"as": "module", "transform": f"iso_bench.export.module.PostProcessing({module.spec})", "input": what,
            "modules": [f"PostProcessing({module.spec}, level={level})"], "output_dim": output_dim,
-           "needs_iso_bench": True}
+           "needs_iso_bench": True, **storage_how(method, dim)}
     return [module], how, {}
 
 
@@ -423,7 +426,9 @@ def model_card(record: dict[str, Any], name: str) -> str:
             "```\n\nThe fit record is iso_bench_transform.json; the fitted transform, as plain arrays, "
             "iso_bench_transform.npz." + (f" Its Dense modules run in {how['dtype']}, the base model's precision "
                                           "(sentence-transformers loads them in it): they apply the transform to "
-                                          f"within {how['dtype']} rounding." if how.get("dtype") else "") + "\n")
+                                          f"within {how['dtype']} rounding." if how.get("dtype") else "") + "\n"
+            + (f"\nStored as {how['precision']} ({how['stored_bytes']} bytes a vector): {how['store_with']}.\n"
+               if "stored_bytes" in how else ""))
 
 
 def _plain(value: Any) -> Any:

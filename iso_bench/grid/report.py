@@ -14,6 +14,7 @@ from typing import Any
 
 from iso_bench.registry import IsoBenchError
 from iso_bench.report import build_leaderboard, format_summary, read_results, summary_header
+from iso_bench.report.budget import budget_markdown, budgets
 from iso_bench.report.matrix import matrix_text, verdict_matrices
 from iso_bench.report.verdict import verdict_lines
 
@@ -36,7 +37,8 @@ def print_run(summary: Any) -> int:
 def print_verdict(results_dir: Any, models: Sequence[str], tasks: Sequence[str] | None = None,
                   quiet: bool = False) -> None:
     """The verdict on ``models`` from every result of them in the folder on ``tasks`` (all where None): each
-    judgement in words, then the matrix per fit setting (:mod:`iso_bench.report.matrix`) that ends the output;
+    judgement in words, then the matrix per fit setting (:mod:`iso_bench.report.matrix`), and where the variants
+    store vectors of several sizes the table per budget (:mod:`iso_bench.report.budget`) that ends the output;
     nothing when the folder holds no readable result of them or no paired test (``quiet``: not even why)."""
     try:
         results = [r for r in read_results(results_dir) if r.base in models and (tasks is None or r.task in tasks)]
@@ -50,6 +52,12 @@ def print_verdict(results_dir: Any, models: Sequence[str], tasks: Sequence[str] 
         print("\nverdict (paired bootstrap tests over this folder's results of the run's models and tasks):")
         print("\n".join(f"  {line}" for line in lines))
         print(f"\n{matrix_text(verdict_matrices(board))}")
+    try:
+        per_budget = budget_markdown(budgets(results)) if board is not None else ""
+    except (IsoBenchError, OSError, ValueError):  # said by the verdict above where it matters
+        per_budget = ""
+    if per_budget:  # storage stages or cuts among the variants: what each size of vector buys
+        print(f"\nper budget (the best variant at each size beside raw at that size):\n{per_budget}")
 
 
 def next_command(results_dir: Path) -> str:

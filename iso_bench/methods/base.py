@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from iso_bench.methods.values import MAX_VALUE_CHARS, format_value
+from iso_bench.methods.values import MAX_VALUE_CHARS, format_value, param_kinds, parse_value
 from iso_bench.numerics.linalg import Moments, segment_sums
 from iso_bench.registry import IsoBenchError, Registry
 
@@ -311,58 +311,10 @@ class Method:
         return X
 
 
-def _param_kinds(cls: type) -> dict[str, type]:
-    """The non-None type of each annotated ``__init__`` parameter (``int | None`` -> ``int``)."""
-    try:
-        hints = typing.get_type_hints(cls.__init__)
-    except Exception:  # unresolvable annotations: fall back to guessing from the text
-        return {}
-    kinds = {}
-    for key, hint in hints.items():
-        args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
-        origin = typing.get_origin(args[0]) or args[0]
-        if isinstance(origin, type):
-            kinds[key] = origin
-    return kinds
-
-
-def _parse_value(text: str, default: Any, key: str, spec: str, kind: type | None = None) -> Any:
-    try:
-        if isinstance(default, bool):
-            if text.lower() in ("true", "1", "yes"):
-                return True
-            if text.lower() in ("false", "0", "no"):
-                return False
-            raise ValueError(text)
-        if isinstance(default, int):
-            return int(text)
-        if isinstance(default, float):
-            return float(text)
-        if isinstance(default, (tuple, list)):
-            return tuple(int(v) for v in text.split(",") if v)
-        if default is None and kind is not None:
-            # the annotation says what an optional parameter holds: "int | None", "tuple[int, ...] | None"
-            if kind in (tuple, list):
-                return tuple(int(v) for v in text.split(",") if v)
-            if kind in (int, float):
-                return kind(text)
-            return text
-        if default is None:
-            # no usable annotation: "256" -> 256 (whiten-256), "0.1" -> 0.1, "3,5" -> (3, 5), else a string
-            if "," in text:
-                return tuple(int(v) for v in text.split(",") if v)
-            for kind in (int, float):
-                try:
-                    return kind(text)
-                except ValueError:
-                    pass
-            return text
-    except ValueError:
-        raise MethodError(f"method spec {spec!r}: {key}={text!r} is not a valid value") from None
-    return text
-
-
 METHODS: Registry[type[Method]] = Registry("method")
+STAGES: Registry[Any] = Registry("precision")
+"""The storage stages every method takes (``-precision=int8``, ``-precision=binary``): each a function of a method
+class giving the class of that method with the stage after it (:mod:`iso_bench.methods.stages` registers them)."""
 
 
 def register(cls: type[Method]) -> type[Method]:
@@ -382,7 +334,7 @@ def method_names() -> list[str]:
 
 
 def parse_spec(spec: str) -> tuple[type[Method], dict[str, Any]]:
-    """Split a spec into its method class and keyword parameters (also ``level`` if given)."""
+    """Split a spec into its method class and keyword parameters (also ``level`` and ``precision`` if given)."""
     # the longest registered name that the spec starts with ("cluster-pca" before "cluster")
     candidates = [n for n in METHODS if spec == n or spec.startswith(n + "-")]
     if not candidates:
@@ -391,7 +343,7 @@ def parse_spec(spec: str) -> tuple[type[Method], dict[str, Any]]:
     name = max(candidates, key=len)
     cls = METHODS.get(name)
     defaults = cls.param_defaults()
-    kinds = _param_kinds(cls)
+    kinds = param_kinds(cls)
     rest = spec[len(name) + 1 :]
     args: list[str] = []
     for part in rest.split("-") if rest else []:
@@ -411,10 +363,12 @@ def parse_spec(spec: str) -> tuple[type[Method], dict[str, Any]]:
                     f"{', '.join(cls.spec_args) or 'none'} (or key=value among {', '.join(defaults)})"
                 )
             key, text = positional.pop(0), arg
-        if key == "level":
-            if text not in ("sentence", "token"):
-                raise MethodError(f"method spec {spec!r}: level must be 'sentence' or 'token', got {text!r}")
-            params["level"] = text
+        if key in ("level", "precision"):  # what every method takes, beside its own parameters
+            allowed = ("sentence", "token") if key == "level" else tuple(STAGES)
+            if text not in allowed:
+                allowed = " or ".join(map(repr, allowed))
+                raise MethodError(f"method spec {spec!r}: {key} must be {allowed}, got {text!r}")
+            params[key] = text
             continue
         if key not in defaults:
             raise MethodError(
@@ -422,7 +376,10 @@ def parse_spec(spec: str) -> tuple[type[Method], dict[str, Any]]:
             )
         if key in positional:
             positional.remove(key)
-        params[key] = _parse_value(text, defaults[key], key, spec, kinds.get(key))
+        try:
+            params[key] = parse_value(text, defaults[key], kinds.get(key))
+        except ValueError:
+            raise MethodError(f"method spec {spec!r}: {key}={text!r} is not a valid value") from None
     return cls, params
 
 
@@ -441,7 +398,10 @@ def make_method(spec: str) -> tuple[Method, str]:
     iso_bench.methods.base.MethodError: method 'cluster-pca-0': n_clusters must be at least 1, got 0
     """
     cls, params = parse_spec(spec)
-    level = params.pop("level", cls.default_level)
-    method = cls(**params)
+    level, precision = params.pop("level", cls.default_level), params.pop("precision", None)
+    if precision is not None and level == "token":
+        raise MethodError(f"method spec {spec!r}: a precision stage stores sentence vectors, and a token-level "
+                          "method's stage (calibrated on pooled vectors) is not supported yet: drop level=token")
+    method = cls(**params) if precision is None else STAGES.get(precision)(cls)(**params)
     method.check(None)
     return method, level

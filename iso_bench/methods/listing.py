@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from iso_bench.methods.base import METHODS, make_method, method_names
+from iso_bench.methods.base import METHODS, STAGES, make_method, method_names
 
 _ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")  # :class:`x`, :func:`~a.b`
 _LITERAL = re.compile(r"``([^`]+)``")
@@ -24,7 +24,7 @@ def plain_doc(text: str) -> str:
 
 def describe_methods(defaults: Sequence[str]) -> str:
     """The methods, in the README's order, each marked ``*`` when one of ``defaults`` (the specs a run without
-    ``--methods`` runs) is of it; then those specs."""
+    ``--methods`` runs) is of it; then the storage stages every sentence-level spec takes, and those specs."""
     default_names = {make_method(spec)[0].name for spec in defaults}
     lines = ["methods (--methods takes specs: name[-positional...][-key=value...]; * = run by default):"]
     for name in method_names():
@@ -34,6 +34,8 @@ def describe_methods(defaults: Sequence[str]) -> str:
         positional = f" positional: {', '.join(cls.spec_args)};" if cls.spec_args else ""
         mark = " *" if name in default_names else ""
         lines += [f"  {name + mark:<16} {doc}", f"  {'':<16} level={cls.default_level};{positional} {params}"]
+    lines.append(f"storage stages, after any sentence-level spec: {', '.join(f'-precision={p}' for p in STAGES)} "
+                 "(whiten-256-precision=binary)")
     lines.append(f"default methods (a run without --methods): {' '.join(defaults)}")
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ class Raw(Method):
     name = "raw"
     order = 0
     fitted = False
+    keeps_values = True  # a 16-bit model's raw vectors stay 16-bit numbers (2 bytes a dimension as stored)
 
     def __init__(self) -> None:
         pass

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from iso_bench.files import NotARegularFile, atomic_write_text, file_kind, write_target
 from iso_bench.report.board import build_leaderboard
+from iso_bench.report.budget import budget_markdown, budgets, write_budget_plots
 from iso_bench.report.cells import Leaderboard
 from iso_bench.report.html import render_html
 from iso_bench.report.latex import render_latex
@@ -63,7 +64,10 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
 
     With ``output``, markdown also gets one plot per model (``<stem>-<model>.png`` beside ``output``, linked
     from it) unless ``plot`` is False; the paths come back output first, then the plots, sorted. ``html`` writes
-    one self-contained page, ``output/index.html`` for a folder (plots inline as SVG). Raises
+    one self-contained page, ``output/index.html`` for a folder (plots inline as SVG). Where the variants store
+    vectors of several sizes (storage stages, dimension cuts), markdown also gets ``<stem>-budget.md``, the best
+    variant at each size beside raw at that size, and a picture per model of score against bytes
+    (:mod:`.budget`). Raises
     :class:`LeaderboardError` (an ``IsoBenchError``: bad input, with the folder or file named) for a missing
     or empty folder (or a file given as one), a malformed result file, an unknown format, an ``output`` that
     cannot be written (:func:`writable_output`, checked before any work), and for a result file whose scores no
@@ -93,7 +97,8 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     if fmt == "html" and output is not None:
         output = _html_index(output)
     out = None if output is None else writable_output(output)
-    board = build_leaderboard(read_results(results_dir, accept_modified), ci, accept_modified)
+    results = read_results(results_dir, accept_modified)
+    board = build_leaderboard(results, ci, accept_modified)
     if out is None:
         return render(board, fmt, fragment)
     if fmt == "markdown" and plot:  # the plots' files, beside the output, are checked before any is drawn
@@ -111,9 +116,21 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
         plots = write_plots(board, out.parent, out.stem) if fmt == "markdown" and plot else {}
         drawn = fmt == "markdown" and plot  # plots asked for: a section without one says why
         atomic_write_text(out, render_markdown(board, plots) if drawn else render(board, fmt, fragment))
+        extra = _write_budget(results, out, plot, ci) if fmt == "markdown" and not accept_modified else []
     except OSError as exc:
         raise LeaderboardError(_cannot_write(out, exc)) from None
-    return [out, *(out.parent / name for name in sorted(plots.values()))]
+    return [out, *(out.parent / name for name in sorted(plots.values())), *extra]
+
+
+def _write_budget(results: Any, out: Path, plot: bool, ci: bool) -> list[Path]:
+    """Where the variants store vectors of several sizes (:mod:`.budget`): ``<stem>-budget.md``, the best variant at
+    each size beside raw at that size, and with ``plot`` a picture per model of score against bytes per vector."""
+    lines = budgets(results, ci)
+    if not lines:
+        return []
+    path = out.parent / f"{out.stem}-budget.md"
+    atomic_write_text(path, "# Per budget\n\n" + budget_markdown(lines))
+    return [path, *(write_budget_plots(lines, out.parent, out.stem) if plot else [])]
 
 
 def _html_index(output: str | Path) -> Path:

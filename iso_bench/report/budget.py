@@ -1,0 +1,198 @@
+"""The board per budget: what a vector's bytes buy. For each model, task group (or task) and fitting setting, the
+best variant at each size (full float32, int8, binary, k dimensions, k dimensions in int8 or binary) beside raw at
+the same size: ``raw-precision=binary`` for binary, ``truncate-128`` (raw's first 128 coordinates) for 128
+dimensions. Each size is its own board of its variants, raw at that size in raw's place, so that "best" is judged by
+the same paired bootstrap tests, Benjamini-Hochberg corrected over the size's table, as the verdict
+(:mod:`.verdict`); a size whose raw was not run is shown without a test. The bytes are those the results record
+(``storage``: float32 4 d, int8 d, binary d / 8), and a picture puts every variant's score against its bytes per
+vector on a log scale, raw's points against the post-processed ones.
+
+>>> size_of("whiten-256-precision=binary"), size_of("whiten-256-precision=binary").reference
+(Size(dims=256, precision='binary'), 'truncate-256-precision=binary')
+>>> size_of("whiten").label, size_of("raw-precision=int8").label, size_of("pca-64").label
+('full', 'int8', '64-d')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from iso_bench.methods import MethodError, make_method
+from iso_bench.report.board import build_leaderboard
+from iso_bench.report.results import Result
+from iso_bench.report.verdict import COMPARISON, _judged, _setting, judgements
+
+_WIDE = 1 << 40  # an input width no cut reaches: what a method keeps of it tells a cut from the full width
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """How a variant's vectors are stored: ``dims`` (None: the model's full width) and ``precision``."""
+
+    dims: int | None
+    precision: str = "float32"
+
+    @property
+    def label(self) -> str:
+        width = "full" if self.dims is None else f"{self.dims}-d"
+        if self.precision == "float32":
+            return width
+        return self.precision if self.dims is None else f"{width} {self.precision}"
+
+    @property
+    def reference(self) -> str:
+        """Raw at this size: raw's vectors cut to ``dims`` (``truncate-k``) and stored in ``precision``."""
+        spec = "raw" if self.dims is None else f"truncate-{self.dims}"
+        return spec if self.precision == "float32" else f"{spec}-precision={self.precision}"
+
+    def order(self, dim: int = 1024) -> tuple[float, str]:
+        """Largest first: the bytes of a ``dim``-d model's vector of this size."""
+        width = dim if self.dims is None else self.dims
+        return (-width * {"float32": 4, "int8": 1, "binary": 1 / 8}.get(self.precision, 4), self.label)
+
+
+def size_of(spec: str) -> Size | None:
+    """The size of a variant's vectors from its spec; None for a spec this iso-bench cannot build."""
+    try:
+        method = make_method(spec)[0]
+    except MethodError:
+        return None
+    kept = method.output_dim(_WIDE)
+    return Size(None if kept == _WIDE else kept, getattr(method, "precision", None) or "float32")
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """One line of the table: at ``size`` (``bytes`` per vector, None where no result records them), in ``unit`` of
+    ``model`` fitted in ``setting``: the ``best`` variant that beats raw at this size significantly (None: none
+    does) with its ``score``, ``delta`` (95% interval ``low``..``high``, ``q``), and raw at this size with its
+    score (None: not run). ``points``: every variant of the size, ``(variant, score)``, for the picture."""
+
+    model: str
+    unit: str
+    setting: str
+    size: Size
+    bytes: int | None
+    best: str | None
+    score: float | None
+    delta: float | None
+    low: float | None
+    high: float | None
+    q: float | None
+    reference_score: float | None
+    points: tuple[tuple[str, float], ...]
+
+
+def _bytes(results: Sequence[Result]) -> int | None:
+    found = [r.record.get("storage", {}).get("bytes") for r in results if isinstance(r.record, dict)]
+    return next((b for b in found if isinstance(b, int)), None)
+
+
+def budgets(results: Sequence[Result], ci: bool = True) -> list[Budget]:
+    """The per-budget lines of ``results``; none where they hold a single size (the board says it all)."""
+    sized = [(r, size_of(r.variant)) for r in results]
+    sizes = {s for _, s in sized if s is not None}
+    if len(sizes) < 2:
+        return []
+    out: list[Budget] = []
+    for size in sorted(sizes, key=Size.order):
+        members = [dataclasses.replace(r, variant="raw") if r.variant == size.reference else r
+                   for r, s in sized if s == size and (r.variant != "raw" or size.dims is None
+                                                       and size.precision == "float32")]
+        board = build_leaderboard(members, ci)
+        found = {(j.model, j.unit, j.setting): j for j in judgements(board)}
+        for section in board.sections:
+            if section.key == COMPARISON:
+                continue
+            nbytes = _bytes([r for r in members if section.title.startswith(r.base)])
+            for table in section.tables:
+                for index, what in _judged(table):
+                    unit = table.title.split(":")[0] if what == "mean" else what
+                    by_setting: dict[str, list[Any]] = {}
+                    for row in table.rows:
+                        if row.cells[index].value is not None:
+                            by_setting.setdefault(_setting(row.setup), []).append(row)
+                    for setting, rows in by_setting.items():
+                        judged = found.get((section.title, unit, setting))
+                        best = judged.best if judged is not None else None
+                        ref = next((row.cells[index].value for row in rows if row.variant == "raw"), None)
+                        cell = best[1] if best else None
+                        out.append(Budget(
+                            section.title, unit, setting, size, nbytes, best[0].variant if best else None,
+                            cell.value if cell else None, cell.delta if cell else None,
+                            cell.delta_low if cell else None, cell.delta_high if cell else None,
+                            cell.q if cell else None, ref,
+                            tuple((size.reference if row.variant == "raw" else row.variant, row.cells[index].value)
+                                  for row in rows)))
+    return sorted(out, key=lambda b: (b.model, b.unit, b.setting, -(b.bytes or 0), b.size.order()))
+
+
+def _num(value: float | None, sign: bool = False) -> str:
+    return "–" if value is None else f"{value:+.2f}" if sign else f"{value:.2f}"
+
+
+def budget_markdown(lines: Sequence[Budget]) -> str:
+    """The table per budget as markdown; "" for no lines."""
+    if not lines:
+        return ""
+    out = ["| model | task group | setting | size | bytes | best variant | score | raw at this size | score "
+           "| difference (95% interval, q) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for b in lines:
+        if b.best is None:
+            best, score, diff = "none beats raw", "–", "–" if b.reference_score is not None else "no raw at this size"
+            if b.reference_score is None:  # untested: the highest score, said as such
+                top = max(b.points, key=lambda p: p[1], default=None)
+                best, score = (f"{top[0]} (untested)", _num(top[1])) if top else ("–", "–")
+        else:
+            best, score = b.best, _num(b.score)
+            interval = "" if b.low is None else f"{_num(b.low, True)} to {_num(b.high, True)}, "
+            diff = f"{_num(b.delta, True)} ({interval}q = {b.q:.3f})" if b.q is not None else _num(b.delta, True)
+        out.append(f"| {b.model} | {b.unit} | {b.setting} | {b.size.label} | {b.bytes or '–'} | {best} | {score} | "
+                   f"{b.size.reference} | {_num(b.reference_score)} | {diff} |")
+    note = ("Per budget: at each size, the variant that beats raw at the same size by the most where the paired "
+            "bootstrap test of its difference stays significant (Benjamini-Hochberg q ≤ 0.05 over the size's "
+            "variants), as the verdict judges; score = main score × 100 (a group's mean); bytes per vector as stored.")
+    return "\n".join(out) + "\n\n" + note + "\n"
+
+
+def write_budget_plots(lines: Sequence[Budget], folder: str | Path, stem: str) -> list[Path]:
+    """One picture per model: score against bytes per vector (log x), raw at each size in black, every other variant
+    in colour, a panel per task group and setting; the paths written (none where no line records bytes)."""
+    by_model: dict[str, list[Budget]] = {}
+    for b in lines:
+        if b.bytes:
+            by_model.setdefault(b.model, []).append(b)
+    if not by_model:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for model, rows in by_model.items():
+        panels = sorted({(b.unit, b.setting) for b in rows})
+        fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+        for ax, (unit, setting) in zip(axes[0], panels, strict=True):
+            for b in (b for b in rows if (b.unit, b.setting) == (unit, setting)):
+                for variant, score in b.points:
+                    ref = variant == b.size.reference
+                    ax.scatter(b.bytes, score, c="black" if ref else "tab:orange", marker="s" if ref else "o",
+                               zorder=3 if ref else 2)
+                    if b.best == variant or ref:
+                        ax.annotate(variant, (b.bytes, score), fontsize=7, xytext=(4, 2), textcoords="offset points")
+            ax.set_xscale("log")
+            ax.set_xlabel("bytes per vector (log scale)")
+            ax.set_ylabel("main score × 100")
+            ax.set_title(f"{unit}, {setting}", fontsize=9)
+            ax.grid(True, alpha=0.3)
+        fig.suptitle(f"{model}: score against bytes (black squares: raw at each size)", fontsize=10)
+        fig.tight_layout()
+        path = Path(folder) / f"{stem}-budget-{model.replace('/', '__')}.png"
+        fig.savefig(path, dpi=110, metadata={"Software": None})
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,75 @@
+"""The board per budget: the best variant at each size of vector beside raw at that size, judged by the verdict's
+paired tests, in a table (at the end of a run and beside the leaderboard) and a picture of score against bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iso_bench.report import read_results, write_leaderboard
+from iso_bench.report.budget import Size, budget_markdown, budgets, size_of
+from tests.report_helpers import main_of, set_record, sts_units, write_scored
+
+BASE, N = "org/alpha", 400
+# variant -> (noise of its predictions, bytes of its vector as stored for a 384-d model)
+VARIANTS = {"raw": (1.0, 1536), "whiten": (0.3, 1536), "truncate-128": (1.2, 512), "pca-128": (0.6, 512),
+            "raw-precision=binary": (1.5, 48), "whiten-precision=binary": (0.5, 48),
+            "center-precision=binary": (1.45, 48), "pca-64": (0.8, 256)}
+
+
+def _score(variant: str) -> float:
+    return round(100 * main_of(sts_units(N, VARIANTS[variant][0], seed=1)), 2)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("budget")
+    for variant, (noise, nbytes) in VARIANTS.items():
+        path = write_scored(root, BASE, variant, "STSBenchmark", sts_units(N, noise, seed=1))
+        set_record(path, storage={"precision": "float32", "dim": 384, "bytes": nbytes})
+    return root
+
+
+def test_a_size_is_read_from_the_spec_and_raw_at_it_is_raw_cut_and_stored_alike() -> None:
+    assert size_of("raw") == Size(None) and size_of("whiten-256") == Size(256)
+    assert size_of("whiten-256-precision=int8") == Size(256, "int8")
+    assert Size(128, "binary").reference == "truncate-128-precision=binary" and Size(None).reference == "raw"
+    assert size_of("cluster-pca-level=sentence-precision=binary") == Size(None, "binary")
+    assert size_of("no-such-method") is None
+
+
+def test_each_size_names_its_best_variant_against_raw_at_that_size(folder: Path) -> None:
+    lines = budgets(read_results(folder))
+    assert [(b.size.label, b.bytes) for b in lines] == [("full", 1536), ("128-d", 512), ("64-d", 256),
+                                                         ("binary", 48)]
+    full, cut, alone, binary = lines
+    assert (full.best, full.score, full.reference_score) == ("whiten", _score("whiten"), _score("raw"))
+    assert cut.best == "pca-128" and cut.reference_score == _score("truncate-128")
+    assert cut.delta == pytest.approx(_score("pca-128") - _score("truncate-128"), abs=0.011)
+    # binary: judged against raw's binary vectors, not raw's float32; center's small gain is no win
+    assert binary.best == "whiten-precision=binary" and binary.reference_score == _score("raw-precision=binary")
+    assert binary.delta == pytest.approx(_score("whiten-precision=binary") - _score("raw-precision=binary"), abs=0.011)
+    assert binary.q is not None and binary.q <= 0.05 and binary.low < binary.delta < binary.high
+    assert dict(binary.points) == {v: _score(v) for v in ("raw-precision=binary", "whiten-precision=binary",
+                                                          "center-precision=binary")}
+    # 64 dimensions: no raw cut to 64 was run, so nothing is tested and the table says so
+    assert alone.best is None and alone.reference_score is None and alone.points == (("pca-64", _score("pca-64")),)
+    table = budget_markdown(lines)
+    pca64 = _score("pca-64")
+    assert f"| 64-d | 256 | pca-64 (untested) | {pca64:.2f} | truncate-64 | – | no raw at this size |" in table
+    assert f"| binary | 48 | whiten-precision=binary | {_score('whiten-precision=binary'):.2f} | " in table
+
+
+def test_one_size_alone_has_no_budget_table(folder: Path) -> None:
+    results = [r for r in read_results(folder) if size_of(r.variant) == Size(None)]
+    assert budgets(results) == [] and budget_markdown([]) == ""
+
+
+def test_the_leaderboard_writes_the_budget_table_and_its_picture(folder: Path, tmp_path: Path) -> None:
+    written = write_leaderboard(folder, tmp_path / "board.md")
+    names = sorted(p.name for p in written)
+    assert "board-budget.md" in names and "board-budget-org__alpha.png" in names
+    text = (tmp_path / "board-budget.md").read_text()
+    assert text.startswith("# Per budget") and "| org/alpha | MTEB STS | fitted on test texts | full | 1536 |" in text
+    assert (tmp_path / "board-budget-org__alpha.png").read_bytes()[:4] == b"\x89PNG"
