@@ -33,7 +33,7 @@ from iso_bench.data.provider import CorpusProvider
 from iso_bench.files import cache_not_written, dataset_record, texts_digest
 from iso_bench.kernels import describe_environment, fit_kernels
 from iso_bench.kinds.cards import held_out_sources
-from iso_bench.methods import Method, MethodError, canonical_spec, make_method, storage_of, stored_scores
+from iso_bench.methods import Method, MethodError, canonical_spec, make_method, stage_pooled, storage_of, stored_scores
 from iso_bench.methods.base import fitting_on
 from iso_bench.numerics import linalg
 from iso_bench.results.benchmark import result_record
@@ -364,7 +364,8 @@ class _Variant:
             for a, b in linalg.row_blocks(lengths, TRANSFORM_TOKENS):  # a method's float64 copies: a block's, not all
                 Z, ends = transform(np.concatenate(rows[a:b], axis=0)), np.cumsum(lengths[a:b])
                 parts.append(self.store.backbone.pool(np.split(Z, ends[:-1]), **where))
-        return np.concatenate(parts, axis=0) if parts else np.zeros((0, self.store.backbone.dim), np.float32)
+        Z = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.store.backbone.dim), np.float32)
+        return stage_pooled(method, Z)  # a storage stage stores the sentence vector
 
     @_one_blas_thread
     def word_vectors(self, texts: Sequence[str], spans: Sequence[tuple[int, int]], task_name: str | None, *,

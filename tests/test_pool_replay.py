@@ -242,3 +242,26 @@ def test_a_static_models_token_level_numbers_stay_where_it_adds_no_special_token
     before = method.transform_means(np.concatenate(tokens), np.cumsum([0, *(len(t) for t in tokens[:-1])]))
     before /= np.linalg.norm(before, axis=1, keepdims=True)
     np.testing.assert_allclose(variant.vectors(texts, None), before, rtol=1e-5, atol=1e-6)
+
+
+def test_a_token_level_binary_stage_stores_the_pooled_sentence_vector(head_dir, tmp_path) -> None:
+    from iso_bench.backbones.loader import load_backbone
+    from iso_bench.methods import storage_of
+    from iso_bench.vectors.store import EmbeddingStore
+
+    for backbone in (load_backbone(str(head_dir)), load_backbone(MINILM)):  # a head (128-d) and MiniLM's own
+        store = EmbeddingStore(backbone, None, kinds=("sentence", "tokens", "pool"), progress=False)
+        signs = np.where(store.sentences(TEXTS) > 0, 1.0, -1.0)
+        binary = _variant(store, "raw-level=token-precision=binary", tmp_path)
+        np.testing.assert_array_equal(binary.vectors(TEXTS, None), signs)  # raw-precision=binary's vectors
+        np.testing.assert_array_equal(_variant(store, "raw-precision=binary", tmp_path).vectors(TEXTS, None), signs)
+        assert storage_of(binary.fitted_method(None), binary) == \
+            {"precision": "binary", "dim": backbone.dim, "bytes": backbone.dim // 8}
+        # the stage after the pooling and head: the sign of the fitted method's sentence vector, not of its rows
+        Z = _variant(store, "center-level=token", tmp_path).vectors(TEXTS, None)
+        staged = _variant(store, "center-level=token-precision=binary", tmp_path)
+        np.testing.assert_array_equal(staged.vectors(TEXTS, None), np.where(Z > 0, 1.0, -1.0))
+        # a word task stores the target word's span vector with the stage: the sign of the method's span vector
+        words, spans = ["A man is playing a guitar."], [(6, 13)]
+        W = _variant(store, "center-level=token", tmp_path).word_vectors(words, spans, None)
+        np.testing.assert_array_equal(staged.word_vectors(words, spans, None), np.where(W > 0, 1.0, -1.0))

@@ -112,8 +112,8 @@ def test_a_staged_fit_pickles_and_goes_through_the_fit_cache(tmp_path: Path) -> 
     ("pca-0", None, "n_components must be at least 1"),
     ("pca-400", 384, "n_components must be between 1 and 384 for 384-d vectors, got 400"),
     ("truncate-400-precision=int8", 384, "truncate_dim must be between 1 and 384"),
-    ("cluster-pca-precision=int8", None, "a token-level method's stage (calibrated on pooled vectors)"),
-    ("center-level=token-precision=binary", None, "is not supported yet: drop level=token"),
+    ("cluster-pca-precision=int8", None, "a token-level method's int8 ranges (calibrated on pooled vectors)"),
+    ("center-level=token-precision=int8", None, "are not supported yet: use precision=binary, or drop level=token"),
 ])
 def test_specs_that_cannot_be_built_are_refused_in_one_line_before_any_work(spec, dim, message) -> None:
     from iso_bench.checks import check_methods

@@ -127,4 +127,4 @@ def before_pooling(method: Any, spec: str, backbone: Any) -> Any:
     if not getattr(method, "model_space", True) and not getattr(backbone, "keeps_space", True):
         raise MethodError(f"method {spec!r}: its output is not in the model's coordinates, and the model's head, "
                           f"max pooling or truncation follows the token vectors; use {spec}-level=sentence")
-    return method.transform
+    return getattr(method, "unstaged_transform", method.transform)  # a storage stage: after the pooling

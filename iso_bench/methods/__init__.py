@@ -47,8 +47,8 @@ _discover()
 
 from iso_bench.methods.contract import check_method, method_checks  # noqa: E402 - after the methods it checks
 from iso_bench.methods.naming import canonical_spec  # noqa: E402
-from iso_bench.methods.stages import storage_how, storage_of, storage_record, stored_scores  # noqa: E402
+from iso_bench.methods.stages import stage_pooled, storage_how, storage_of, storage_record, stored_scores  # noqa: E402
 
 __all__ = ["METHODS", "Method", "MethodError", "NotFittedError", "canonical_spec", "check_method", "make_method",
-           "method_checks", "method_names", "parse_spec", "register", "storage_how", "storage_of",
+           "method_checks", "method_names", "parse_spec", "register", "stage_pooled", "storage_how", "storage_of",
            "storage_record", "stored_scores"]

@@ -77,6 +77,14 @@ class Stage:
             self._refuse(f"a {self.precision} stage needs vectors of at least 1 dimension, "  # type: ignore[attr-defined]
                          f"and it gets {self.output_dim(dim)}-d ones")  # type: ignore[attr-defined]
 
+    def unstaged_transform(self, X: np.ndarray) -> np.ndarray:
+        """The method's own transform, without the stage (what a token-level variant applies to the pooled rows)."""
+        return self.method_class.transform(self, X)  # type: ignore[arg-type]
+
+    def stored(self, Z: np.ndarray) -> np.ndarray:  # pragma: no cover - each stage defines it
+        """The stage's codes of the method's vectors ``Z``, as float64."""
+        raise NotImplementedError
+
     def affine(self) -> None:
         """None: quantized vectors are no affine map of the input (export writes the stage on its own)."""
         return None
@@ -117,7 +125,10 @@ class Binary(Stage):
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """The method's vectors as +1/-1 (the sign bit: ``> 0``), as float64."""
-        Z = super().transform(X)  # type: ignore[misc]
+        return self.stored(super().transform(X))  # type: ignore[misc]
+
+    def stored(self, Z: np.ndarray) -> np.ndarray:
+        """``Z`` as +1/-1 (the sign bit: ``> 0``), as float64."""
         packed = (quantize(Z, "binary").astype(np.int16) + 128).astype(np.uint8)  # undo its -128 shift
         return np.unpackbits(packed, axis=1, count=Z.shape[1]).astype(np.float64) * 2.0 - 1.0
 
@@ -137,6 +148,17 @@ def _blank(cls: type[Method], precision: str) -> Method:
     """An empty staged method (pickle sets its state)."""
     made = STAGES.get(precision)(cls)
     return made.__new__(made)
+
+
+def stage_pooled(method: Method, Z: np.ndarray) -> np.ndarray:
+    """A token-level variant's sentence vectors ``Z`` (its rows transformed, then the model's pooling and head) as
+    its stage stores them (float32), or ``Z`` itself where the method has no stage: the stage applies to the
+    sentence vector, never to the rows the pooling reads.
+
+    >>> stage_pooled(make_binary(), np.array([[0.5, -2.0]], np.float32)).tolist()
+    [[1.0, -1.0]]
+    """
+    return method.stored(Z).astype(np.float32) if isinstance(method, Stage) else Z
 
 
 def stored_bytes(method: Method, dim: int, raw_bits: int = 32) -> int:
