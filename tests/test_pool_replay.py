@@ -257,6 +257,10 @@ def test_a_token_level_binary_stage_stores_the_pooled_sentence_vector(head_dir, 
         np.testing.assert_array_equal(_variant(store, "raw-precision=binary", tmp_path).vectors(TEXTS, None), signs)
         assert storage_of(binary.fitted_method(None), binary) == \
             {"precision": "binary", "dim": backbone.dim, "bytes": backbone.dim // 8}
+        narrow = _variant(store, "whiten-8-level=token-precision=binary", tmp_path)  # 8 directions, on token rows
+        assert narrow.vectors(TEXTS, None).shape[1] == backbone.dim  # stored: the model's pooled vector
+        assert storage_of(narrow.fitted_method(None), narrow) == \
+            {"precision": "binary", "dim": backbone.dim, "bytes": backbone.dim // 8}
         # the stage after the pooling and head: the sign of the fitted method's sentence vector, not of its rows
         Z = _variant(store, "center-level=token", tmp_path).vectors(TEXTS, None)
         staged = _variant(store, "center-level=token-precision=binary", tmp_path)

@@ -209,3 +209,13 @@ def test_an_exported_int8_variant_carries_its_calibration_and_encodes_its_codes(
     np.testing.assert_array_equal(got, expected)  # the same codes, the unseen text's among them
     assert set(np.unique(got)) <= set(range(-128, 128)) and got.min() == -128
     assert "Stored as int8 (8 bytes a vector)" in (out / "README.md").read_text()
+
+
+def test_a_token_level_variant_with_a_stage_is_refused_by_export_before_any_work(tmp_path: Path) -> None:
+    """Its stage follows the model's pooling, and an exported module stands before it: refused in one line, with
+    nothing written and no model loaded (the model named does not exist)."""
+    from iso_bench.export.build import ExportError, export
+
+    with pytest.raises(ExportError, match="cannot be exported whole") as caught:
+        export("no-such/model+raw-level=token-precision=binary", "task:STSBenchmark", tmp_path / "out")
+    assert "\n" not in str(caught.value) and not (tmp_path / "out").exists()

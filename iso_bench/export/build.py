@@ -170,7 +170,11 @@ def export(variant: str, fit_corpus: str, output: str | Path, *, data_dir: str |
     before the model loads: the spec, the fit corpus, the output folder."""
     check_seeds([seed])
     model, spec = parse_variant(variant)
-    _, level = make_method(spec)
+    made, level = make_method(spec)
+    if level == "token" and getattr(made, "precision", None):  # the stage follows the pooling, the module precedes it
+        raise ExportError(f"{variant!r}: a token-level variant with a storage stage cannot be exported whole (its "
+                          "stage follows the model's pooling); export it without -precision= and store its vectors "
+                          "with sentence-transformers' quantize_embeddings")
     setting, task = parse_fit_corpus(fit_corpus)
     target = check_output(output, overwrite)
     with output_lock(target, output, ExportError):  # held from this check to the swap (export_variant)

@@ -200,12 +200,16 @@ def storage_record(method: Method, dim: int | None, raw_storage: str | None = No
 def storage_of(method: Method, variant: Any) -> dict[str, Any]:
     """:func:`storage_record` of a variant's fitted ``method``; ``variant`` has ``store`` (the raw-vector store: its
     backbone's sentence width, the precision it keeps raw vectors in) and ``level``. At token level the stored
-    vector is the model's pooled one, whose width is known here only where the method keeps the token width."""
+    vector is the model's own pooled one (the method stands before its pooling and head), so it has the model's
+    sentence width whatever the method's width on token rows, and it is float32 unless a stage follows."""
     store = getattr(variant, "store", None)
     dim = getattr(getattr(store, "backbone", None), "dim", None)
-    if getattr(variant, "level", "sentence") == "token" and dim is not None and method.output_dim(dim) != dim:
-        dim = None
-    return storage_record(method, dim, getattr(store, "storage", None))
+    if getattr(variant, "level", "sentence") != "token":
+        return storage_record(method, dim, getattr(store, "storage", None))
+    precision = getattr(method, "precision", None) or "float32"
+    if dim is None:
+        return {"precision": precision}
+    return {"precision": precision, "dim": dim, "bytes": {"binary": -(-dim // 8), "int8": dim}.get(precision, 4 * dim)}
 
 
 def storage_how(method: Method, dim: int) -> dict[str, Any]:
