@@ -67,9 +67,10 @@ def test_the_pooling_and_head_replayed_on_the_pooled_rows_give_the_raw_vectors(m
 
 
 @pytest.mark.parametrize("include_prompt", [True, False])
-@pytest.mark.parametrize("mode", ["mean", "cls", "lasttoken"])
-def test_a_prompt_is_pooled_as_the_pipeline_pools_it(minilm_st, mode: str, include_prompt: bool) -> None:
-    st = _pipeline(minilm_st, mode, include_prompt=include_prompt)
+@pytest.mark.parametrize(("mode", "heads"), [("mean", False), ("cls", False), ("lasttoken", False),
+                                             ("mean", True)])  # a prompt, its mean, Dense, Dense, Normalize
+def test_a_prompt_is_pooled_as_the_pipeline_pools_it(minilm_st, mode: str, heads: bool, include_prompt: bool) -> None:
+    st = _pipeline(minilm_st, mode, include_prompt=include_prompt, heads=heads)
     raw, replayed, rows = _raw_and_replayed(st, "query: ")
     np.testing.assert_allclose(replayed, raw, rtol=1e-5, atol=1e-6)
     plain = _raw_and_replayed(st)[0]
