@@ -34,8 +34,8 @@ def describe_methods(defaults: Sequence[str]) -> str:
         positional = f" positional: {', '.join(cls.spec_args)};" if cls.spec_args else ""
         mark = " *" if name in default_names else ""
         lines += [f"  {name + mark:<16} {doc}", f"  {'':<16} level={cls.default_level};{positional} {params}"]
-    lines.append(f"storage stages, after any sentence-level spec: {', '.join(f'-precision={p}' for p in STAGES)} "
-                 "(whiten-256-precision=binary)")
+    lines.append(f"storage stages, after any spec: {', '.join(f'-precision={p}' for p in STAGES)} "
+                 "(whiten-256-precision=binary; int8 after sentence-level specs only)")
     lines.append(f"default methods (a run without --methods): {' '.join(defaults)}")
     return "\n".join(lines)
 
