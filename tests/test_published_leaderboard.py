@@ -71,7 +71,11 @@ def test_the_v1_board_renders_again_byte_for_byte_from_its_own_folder(tmp_path: 
     out = tmp_path / "leaderboard.md"
     written = write_leaderboard(V1_BOARD, out)
     assert out.read_bytes() == (V1_BOARD / "leaderboard.md").read_bytes()
-    assert [p.name for p in written[1:]] == sorted(p.name for p in V1_BOARD.glob("leaderboard-*.png"))
+    # the published plots again, and beside them the table per budget (whiten-256 is a 256-d vector: two sizes)
+    assert [p.name for p in written[1:] if "-budget" not in p.name] == \
+        sorted(p.name for p in V1_BOARD.glob("leaderboard-*.png"))
+    assert [p.name for p in written if p.suffix == ".md"] == ["leaderboard.md", "leaderboard-budget.md"]
+    assert "whiten-256" in (tmp_path / "leaderboard-budget.md").read_text(encoding="utf-8")
     assert "Benchmark: iso-bench v1," in out.read_text(encoding="utf-8")
 
 

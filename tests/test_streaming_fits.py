@@ -12,7 +12,7 @@ import pytest
 from iso_bench.methods import MethodError, make_method
 
 STREAMING = ["center", "abtt", "abtt-3", "whiten", "whiten-5", "clip", "zscore", "zca", "zca-5", "softdecay",
-             "zipfian-whiten"]
+             "zipfian-whiten", "pca-5"]
 
 
 def test_every_method_that_streams_is_checked_here() -> None:
