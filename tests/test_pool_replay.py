@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import MINILM
+from tests.test_export import static_dir  # noqa: F401 - a small static pipeline (8-d rows, Normalize)
 
 TEXTS = ["A man is playing a guitar.", "hello world", "money", "A woman slices a cucumber on a board.",
          "The cat sat on the mat and looked at the dog for a long time.", "Two dogs run through the snow."]
@@ -213,29 +214,15 @@ def test_token_level_variants_have_a_setup_of_their_own() -> None:
     assert "token_pooling" not in setup_kwargs("zipfian-whiten-level=sentence")
 
 
-def test_a_static_models_token_level_numbers_stay_where_it_adds_no_special_tokens(tmp_path) -> None:
+def test_a_static_models_token_level_numbers_stay_where_it_adds_no_special_tokens(static_dir, tmp_path) -> None:  # noqa: F811
     """A static pipeline (tiny WordPiece, seeded 8-d rows, Normalize; no special tokens, no prompt): its
     EmbeddingBag's mean over every id is the mean of the text's own tokens, so the replay is raw, and a token-level
     method gives what the mean of its transformed token rows, normalised, gave before."""
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.modules import Normalize
-    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
-
     from iso_bench.backbones.loader import load_backbone
     from iso_bench.vectors.store import EmbeddingStore
-    from tests.conftest import WORDS
 
-    vocab = {tok: i for i, tok in enumerate(["[UNK]", *WORDS])}
-    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    rows = torch.from_numpy(np.random.default_rng(0).normal(size=(len(vocab), 8)).astype(np.float32))
-    folder = tmp_path / "static-model"
-    SentenceTransformer(modules=[StaticEmbedding(tok, embedding_weights=rows), Normalize()]).save(str(folder))
     texts = ["the cat sat on the mat", "a dog plays guitar", "the man is slicing a cucumber", "girl plays piano"]
-    store = EmbeddingStore(load_backbone(str(folder)), None, kinds=("sentence", "tokens", "pool"), progress=False)
+    store = EmbeddingStore(load_backbone(str(static_dir)), None, kinds=("sentence", "tokens", "pool"), progress=False)
     np.testing.assert_allclose(_variant(store, "raw-level=token", tmp_path).vectors(texts, None),
                                store.sentences(texts), rtol=1e-5, atol=1e-6)
     variant = _variant(store, "center-level=token", tmp_path)
