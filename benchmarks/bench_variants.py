@@ -162,7 +162,7 @@ def time_forward_passes(phases: Phases) -> None:
 
 
 def instrument(phases: Phases) -> None:
-    import iso_bench.encoder
+    import iso_bench.fitting
     import iso_bench.grid.runner
     import iso_bench.mteb_plugin
     import iso_bench.results.instances
@@ -174,9 +174,9 @@ def instrument(phases: Phases) -> None:
     phases.wrap(mteb.abstasks.AbsTask, "load_data", "dataset loading")
     phases.wrap(EmbeddingStore, "_compute", "encode: all but the forward passes")
     phases.wrap(EmbeddingStore, "_compute_spans", "encode: all but the forward passes")
-    phases.wrap(iso_bench.encoder._Variant, "_fit_matrix", "fit: reading raw vectors")
-    phases.wrap(iso_bench.encoder, "load_fit", "fit cache")
-    phases.wrap(iso_bench.encoder, "save_fit", "fit cache")
+    phases.wrap(iso_bench.fitting.Fits, "_fit_matrix", "fit: reading raw vectors")
+    phases.wrap(iso_bench.fitting, "find_fit", "fit cache")
+    phases.wrap(iso_bench.fitting, "save_fit", "fit cache")
     for name in METHODS:
         cls = METHODS.get(name)
         if "fit" in vars(cls):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iso_bench.encoder import TOKEN_FIT_VALUES
+from iso_bench.fitting import TOKEN_FIT_VALUES
 
 
 def _variant(spec: str, texts: list[str], budget: int, tmp_path, monkeypatch, token_types: bool = True):
@@ -40,7 +40,7 @@ def test_a_token_fit_over_the_value_bound_fits_a_recorded_sample(tmp_path, monke
     texts = _texts(60)  # 5 token vectors each: 300 in all, within the token budget (100 texts)
     variant, store = _variant("cluster-pca-2-0", texts, 400, tmp_path, monkeypatch)
     dim = store.backbone.dim
-    monkeypatch.setattr("iso_bench.encoder.TOKEN_FIT_VALUES", 100 * dim)  # room for 100 token vectors
+    monkeypatch.setattr("iso_bench.fitting.TOKEN_FIT_VALUES", 100 * dim)  # room for 100 token vectors
     variant.fitted_method(None)
     record = _sampled(variant)  # 60 texts x 100 / 300 = 20 texts, 100 vectors
     assert record["sample"] == 20 and record["n_texts"] == 20 and record["n_texts_total"] == 60
@@ -51,7 +51,7 @@ def test_a_token_fit_over_the_value_bound_fits_a_recorded_sample(tmp_path, monke
 def test_the_value_bound_samples_the_whole_corpus_below_the_budget_sample(tmp_path, monkeypatch) -> None:
     texts = _texts(60)
     variant, store = _variant("cluster-pca-2-0", texts, 40, tmp_path, monkeypatch)  # 10 texts at token level
-    monkeypatch.setattr("iso_bench.encoder.TOKEN_FIT_VALUES", 30 * store.backbone.dim)
+    monkeypatch.setattr("iso_bench.fitting.TOKEN_FIT_VALUES", 30 * store.backbone.dim)
     variant.fitted_method(None)
     record = _sampled(variant)  # the budget's 10 texts hold 50 vectors: 6 texts of the corpus hold 30
     assert record["sample"] == 6 and record["n_texts_total"] == 60 and record["sample_reason"] == "fit values"
@@ -62,7 +62,7 @@ def test_a_streaming_fit_and_a_sentence_fit_are_never_sampled_for_values(tmp_pat
     texts = _texts(30)
     for spec in ("zipfian-whiten", "cluster-pca-2-0-level=sentence"):
         variant, store = _variant(spec, texts, 400, tmp_path, monkeypatch)
-        monkeypatch.setattr("iso_bench.encoder.TOKEN_FIT_VALUES", store.backbone.dim)
+        monkeypatch.setattr("iso_bench.fitting.TOKEN_FIT_VALUES", store.backbone.dim)
         variant.fitted_method(None)
         record = variant.fit_records[variant.corpus(None).key]
         assert "sample" not in record and record["fits"][0]["n_vectors"] == (150 if "zipf" in spec else 30), spec

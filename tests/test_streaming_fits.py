@@ -86,7 +86,7 @@ def _variant(spec: str, texts: list[str], budget: int, tmp_path, monkeypatch):
     from tests.conftest import KeywordBackbone
 
     monkeypatch.setenv("ISO_BENCH_FIT_BUDGET", str(budget))
-    monkeypatch.setattr("iso_bench.encoder.FIT_BATCH", 7)
+    monkeypatch.setattr("iso_bench.fitting.FIT_BATCH", 7)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
     vocab = sorted({w for t in texts for w in t.split()})
@@ -167,7 +167,7 @@ def test_a_corpus_within_its_text_budget_but_over_the_value_bound_streams(tmp_pa
     texts = _texts(30)  # 150 token vectors; the budget of 400 texts (100 at token level) holds every text
     for bound, streams in ((10 ** 9, False), (40, True)):
         variant, store = _variant("zipfian-whiten", texts, 400, tmp_path, monkeypatch)
-        monkeypatch.setattr("iso_bench.encoder.FIT_VALUES", bound)
+        monkeypatch.setattr("iso_bench.fitting.FIT_VALUES", bound)
         prototype = type(make_method("zipfian-whiten")[0])
         calls, read = {"fit": [], "partial_fit": []}, []
         with monkeypatch.context() as m:
