@@ -290,9 +290,9 @@ class Backbone:
                                   for text, text_spans, (h, real), i in zip(texts, spans, own, run, strict=True)]
         return result
 
-    def _pooled(self, hidden: Any, mask: Any) -> Any:
+    def _pooled(self, hidden: Any, mask: Any, normalize: bool = True) -> Any:
         """The extraction's pooling of a batch's token vectors ``hidden`` ``(batch, tokens, dim)`` under ``mask``,
-        then its normalisation."""
+        then its normalisation (where ``normalize``)."""
         import torch  # lazily: torch takes seconds to import
 
         if self.extraction.pooling == "cls":
@@ -302,14 +302,21 @@ class Backbone:
         else:
             m = mask.unsqueeze(-1).float()
             pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
-        return torch.nn.functional.normalize(pooled, dim=-1) if self.extraction.normalize else pooled
+        return torch.nn.functional.normalize(pooled, dim=-1) if self.extraction.normalize and normalize else pooled
 
-    def pool(self, rows: Sequence[np.ndarray], **_: Any) -> np.ndarray:
+    pools_by_average = True
+    """Every pooling of the extraction averages the rows it reads (mean, first-last-avg: a mean of averaged rows;
+    cls, last-token: one row): an affine method may come after it (:func:`.pool_replay.pools_first`)."""
+
+    def pool(self, rows: Sequence[np.ndarray], between: Any = None, **_: Any) -> np.ndarray:
         """Sentence vectors from (transformed) pooled rows (the ``pool`` kind): the extraction's own pooling
-        and normalisation on them, texts of one length at a time (one row each under cls and last-token)."""
+        and normalisation on them, texts of one length at a time (one row each under cls and last-token).
+        ``between``: a function of the float32 matrix of every text's pooled vector, run before the
+        normalisation (:func:`~iso_bench.backbones.pool_replay.replay`)."""
         import torch  # lazily: torch takes seconds to import
 
-        out = np.zeros((len(rows), rows[0].shape[1] if len(rows) else self.dim), np.float32)
+        width = rows[0].shape[1] if len(rows) else self.dim
+        out = np.zeros((len(rows), width), np.float32)
         groups: dict[int, list[int]] = {}
         for i, r in enumerate(rows):
             groups.setdefault(len(r), []).append(i)
@@ -318,7 +325,11 @@ class Backbone:
             mask = torch.ones(len(idx), length, dtype=torch.bool)
             if self.extraction.pooling == "cls" or self.extraction.pooling == "last-token":
                 hidden, mask = hidden[:, :1], mask[:, :1]  # the one row the store kept
-            out[idx] = self._pooled(hidden, mask).numpy()
+            out[idx] = self._pooled(hidden, mask, normalize=between is None).numpy()
+        if between is not None and len(rows):
+            out = np.asarray(between(out), np.float32)
+            if self.extraction.normalize:
+                out = torch.nn.functional.normalize(torch.from_numpy(out), dim=-1).numpy()
         return out
 
     def _forward(self, features: dict[str, Any]) -> Any:

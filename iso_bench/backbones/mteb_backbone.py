@@ -59,7 +59,7 @@ from iso_bench.backbones.pipeline import (  # noqa: F401 - MtebExtraction, sente
     sentence_transformer,
     static_embedding,
 )
-from iso_bench.backbones.pool_replay import keeps_space, replay
+from iso_bench.backbones.pool_replay import keeps_space, pools_by_average, replay
 from iso_bench.backbones.st_encode import PipelineEncoder
 
 VARIANT_SEPARATOR = "+"  # iso-bench's variants are named "<base>+<method>" (iso_bench.mteb_plugin.SEPARATOR)
@@ -149,16 +149,24 @@ class MtebBackbone:
         pooling, no truncation: :func:`~iso_bench.backbones.pool_replay.keeps_space`)."""
         return self.st is not None and keeps_space(self.st)
 
-    def pool(self, rows: Sequence[np.ndarray], *, task_metadata: Any = None, prompt_type: Any = None) -> np.ndarray:
+    @property
+    def pools_by_average(self) -> bool:
+        """Whether the pipeline's pooling averages the rows it reads (mean, weightedmean, cls, lasttoken; a static
+        embedding's mean): an affine method may come after it (:func:`~iso_bench.backbones.pool_replay.pools_first`)."""
+        return self.st is not None and self._runner.how is not None and pools_by_average(
+            self.st, static=self._runner.how == "static")
+
+    def pool(self, rows: Sequence[np.ndarray], *, task_metadata: Any = None, prompt_type: Any = None,
+             between: Any = None) -> np.ndarray:
         """Sentence vectors from (transformed) pooled rows (the ``pool`` kind) of texts encoded for
         ``task_metadata`` and ``prompt_type``: the pipeline's own pooling and the modules after it
-        (:func:`~iso_bench.backbones.pool_replay.replay`)."""
+        (:func:`~iso_bench.backbones.pool_replay.replay`; ``between`` runs on the pooled vectors before them)."""
         if self.st is None or self._runner.how is None:
             list(self.encode_chunks(["x"], kinds=("pool",), progress=False))  # raises: says why it cannot
         prompt = self.resolve_prompt(task_metadata, prompt_type)[0]
         measure = getattr(self.st[0], "_get_prompt_length", None)
         length = measure(prompt) if prompt and measure is not None else None
-        return replay(self.st, rows, length, static=self._runner.how == "static")
+        return replay(self.st, rows, length, static=self._runner.how == "static", between=between)
 
     def describe(self) -> dict[str, Any]:
         """What identifies these vectors: ``vectors: "mteb"``, model, revision, and the implementation with

@@ -28,6 +28,9 @@ ONE_ROW = ("cls", "lasttoken")
 """Pooling modes that read a single row of the text: the store keeps that row only."""
 SAME_SPACE = ("mean", "mean_sqrt_len_tokens", "weightedmean", "cls", "lasttoken")
 """Pooling modes whose output is a combination of the rows it reads (any linear map commutes with them)."""
+SUM_ONE = ("mean", "weightedmean", "cls", "lasttoken")
+"""Pooling modes whose weights over the rows they read sum to one (an average): any affine map commutes with
+them. Not ``mean_sqrt_len_tokens`` (its weights sum to the square root of the length), not ``max``."""
 
 
 def pooling_module(st: Any) -> Any | None:
@@ -74,6 +77,16 @@ def read_row(st: Any, length: int, prompt_length: int | None) -> int | None:
     return int(module(features)["sentence_embedding"].item()) - 1
 
 
+def pools_by_average(st: Any, static: bool = False) -> bool:
+    """Whether the pipeline's pooling averages the rows it reads (one mode of :data:`SUM_ONE`, its ``Pooling``
+    the module after its first; a static embedding's mean), so that an affine map may come after it."""
+    if static:
+        return True
+    module = pooling_module(st)
+    rest = after_pooling(st)
+    return module is not None and bool(rest) and rest[0] is module and pooling_modes(st) in ((m,) for m in SUM_ONE)
+
+
 def pool_rows(st: Any, hidden: np.ndarray, prompt_length: int | None) -> np.ndarray:
     """What the pooling reads of one text's token vectors ``hidden`` (every row it attends to): its one row, or
     all of them."""
@@ -81,21 +94,41 @@ def pool_rows(st: Any, hidden: np.ndarray, prompt_length: int | None) -> np.ndar
     return hidden if row is None else hidden[row:row + 1]
 
 
-def replay(st: Any, rows: Sequence[np.ndarray], prompt_length: int | None, static: bool = False) -> np.ndarray:
+def replay(st: Any, rows: Sequence[np.ndarray], prompt_length: int | None, static: bool = False,
+           between: Any = None) -> np.ndarray:
     """The sentence vectors of texts whose pooled rows (:func:`pool_rows`, transformed) are ``rows``: the
     pipeline's modules after its first run on them, texts of one length at a time (no padding), in the modules'
-    dtype and on their device; float32 ``(len(rows), dim)``."""
+    dtype and on their device; float32 ``(len(rows), dim)``.
+
+    ``between``: a function of a float32 matrix (one pooled vector per text, in the input's order) run between the
+    pooling and the modules after it, on every text's pooled vector at once (:func:`pools_first`: an affine method
+    after a pooling whose weights sum to one gives what it gives on the rows, and costs a text's vector, not its
+    rows). The pooling is the pipeline's ``Pooling`` (a static embedding: its mean)."""
     import torch  # lazily: torch takes seconds to import
 
     first = next(iter(st.parameters()), None)
     dtype = first.dtype if first is not None else torch.float32
     device = st.device
     one = read_row(st, 1, None) is not None  # one row per text: the prompt was excluded when it was read
-    out: list[np.ndarray | None] = [None] * len(rows)
+    modules = after_pooling(st)
+    split = 0 if between is None or static else 1  # modules run before ``between``: the Pooling
+    if split and type(modules[0]).__name__ != "Pooling":
+        raise ValueError(f"the pipeline's module after its first is {type(modules[0]).__name__}, not its Pooling")
     groups: dict[int, list[int]] = {}
     for i, r in enumerate(rows):
         groups.setdefault(len(r), []).append(i)
+    out: list[np.ndarray | None] = [None] * len(rows)
+    def finish(idx: list[int], features: dict[str, Any]) -> None:
+        for module in modules[split:]:
+            features = module(features)
+        sentence = features["sentence_embedding"]
+        if st.truncate_dim is not None:  # as the pipeline's encode truncates
+            sentence = sentence[..., : st.truncate_dim]
+        for i, v in zip(idx, to_host([sentence])[0], strict=True):
+            out[i] = v
+
     with torch.inference_mode():
+        pooled: list[tuple[list[int], dict[str, Any]]] = []
         for length, idx in groups.items():
             T = torch.from_numpy(np.stack([np.asarray(rows[i], np.float32) for i in idx])).to(device, dtype)
             if static:  # the EmbeddingBag's mean over every token id, then the modules after it
@@ -105,13 +138,19 @@ def replay(st: Any, rows: Sequence[np.ndarray], prompt_length: int | None, stati
                             "attention_mask": torch.ones(len(idx), length, dtype=torch.int64, device=device)}
                 if prompt_length and not one:
                     features["prompt_length"] = prompt_length
-            for module in after_pooling(st):
+            if between is None:
+                finish(idx, features)
+                continue
+            for module in modules[:split]:
                 features = module(features)
-            sentence = features["sentence_embedding"]
-            if st.truncate_dim is not None:  # as the pipeline's encode truncates
-                sentence = sentence[..., : st.truncate_dim]
-            for i, v in zip(idx, to_host([sentence])[0], strict=True):
-                out[i] = v
+            pooled.append((idx, {"sentence_embedding": features["sentence_embedding"]}))  # the rows let go
+        if pooled:  # ``between`` on every text's pooled vector at once, in the input's order
+            P = np.empty((len(rows), pooled[0][1]["sentence_embedding"].shape[-1]), np.float32)
+            for idx, features in pooled:
+                P[idx] = to_host([features["sentence_embedding"]])[0]
+            moved = np.asarray(between(P), np.float32)
+            for idx, _ in pooled:
+                finish(idx, {"sentence_embedding": torch.from_numpy(moved[idx]).to(device, dtype)})
     return np.stack(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
 
 
@@ -128,3 +167,24 @@ def before_pooling(method: Any, spec: str, backbone: Any) -> Any:
         raise MethodError(f"method {spec!r}: its output is not in the model's coordinates, and the model's head, "
                           f"max pooling or truncation follows the token vectors; use {spec}-level=sentence")
     return getattr(method, "unstaged_transform", method.transform)  # a storage stage: after the pooling
+
+
+def pools_first(method: Any, backbone: Any) -> bool:
+    """Whether a token-level ``method`` may run after the model's pooling instead of before it, with the same
+    result up to rounding: its transform is affine (``x -> (x - offset) @ matrix``, :meth:`Method.affine` of the
+    method without its storage stage) and the pooling averages the rows it reads (``backbone.pools_by_average``).
+    Then ``T(sum_i w_i x_i) = sum_i w_i T(x_i)`` wherever ``sum_i w_i = 1``, and the method transforms one vector
+    per text instead of its 10 to 100 rows."""
+    own = getattr(method, "method_class", type(method))
+    return bool(getattr(backbone, "pools_by_average", False)) and own.affine(method) is not None
+
+
+def whole_rows(transform: Any) -> Any:
+    """``transform`` of a matrix, each row as it comes out of a product of any number of rows: a single row goes
+    in twice (numpy multiplies one row by ``gemv``, which adds in another order than ``gemm``), so a text's vector
+    does not depend on how many texts came with it."""
+
+    def run(X: np.ndarray) -> np.ndarray:
+        return transform(np.repeat(X, 2, axis=0))[:1] if len(X) == 1 else transform(X)
+
+    return run

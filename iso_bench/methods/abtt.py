@@ -110,7 +110,7 @@ class Abtt(Method):
     def transform(self, X: np.ndarray) -> np.ndarray:
         """The post-processed vectors, float64, shape ``(n, dim)``."""
         self._check_fitted()
-        Xc = self._check_input(X, fitting=False) - self.mean_
+        Xc = self._check_input(X, fitting=False, float64=False) - self.mean_  # one float64 copy
         return Xc - (Xc @ self.components_.T) @ self.components_
 
     def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:

@@ -50,8 +50,8 @@ class Center(FitsAMean, Method):
     def transform(self, X: np.ndarray) -> np.ndarray:
         """``X - mean_`` as float64, shape ``(n, dim)``."""
         self._check_fitted()
-        X = self._check_input(X, fitting=False)
-        return X - self.mean_
+        X = self._check_input(X, fitting=False, float64=False)
+        return X - self.mean_  # one float64 copy
 
     def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """``(mean_, None)``: x -> x - mean_."""

@@ -148,7 +148,7 @@ class Clip(Method):
     def transform(self, X: np.ndarray) -> np.ndarray:
         """A float64 copy of ``X`` with the columns ``dims_`` set to 0, shape ``(n, dim)``."""
         self._check_fitted()
-        X = self._check_input(X, fitting=False).copy()
+        X = self._check_input(X, fitting=False, float64=False).astype(np.float64)  # one copy
         X[:, list(self.dims_)] = 0.0
         return X
 

@@ -77,7 +77,7 @@ class PCA(Method):
     def transform(self, X: np.ndarray) -> np.ndarray:
         """``(X - mean_) @ components_`` as float64, shape ``(n, k)``."""
         self._check_fitted()
-        X = self._check_input(X, fitting=False)
+        X = self._check_input(X, fitting=False, float64=False)
         return matmul(X - self.mean_, self.components_, self.device)
 
     def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:

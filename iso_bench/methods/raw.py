@@ -33,7 +33,7 @@ class Raw(Method):
     def transform(self, X: np.ndarray) -> np.ndarray:
         """A float64 copy of ``X``, shape ``(n, dim)``."""
         self._check_fitted()
-        return self._check_input(X, fitting=False).copy()
+        return self._check_input(X, fitting=False, float64=False).astype(np.float64)  # one copy
 
     def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """``(None, None)``: the identity."""

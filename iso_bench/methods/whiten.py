@@ -137,7 +137,7 @@ class Whiten(Method):
     def transform(self, X: np.ndarray) -> np.ndarray:
         """``(X - mean_) @ W_`` as float64, shape ``(n, n_components_)``."""
         self._check_fitted()
-        X = self._check_input(X, fitting=False)
+        X = self._check_input(X, fitting=False, float64=False)  # X - mean_: its one float64 copy
         return matmul(X - self.mean_, self.W_, self.device)
 
     def model_coordinates(self, X: np.ndarray) -> np.ndarray:
