@@ -29,11 +29,12 @@ target words' span vectors, and of the token vectors of a token-level fit's samp
 The run prints one line per process and ends with a markdown table per width (seconds, CPU seconds and their ratio
 to raw's process, the goal beside it: 3, or 6 for cluster-pca, zipfian-whiten and flow; peak RSS in GB, results
 present / expected, the first refusal). ``--keep-cache`` reuses the raw-vector cache a run left in ``--work`` (same
-stand-in, same extraction), so a second measurement of the methods skips the cold encode. ``--json`` writes every figure. ``--cache-only DIM CACHE`` prints the cache
-lines of a cache folder a run left in ``--work``. ``--quick``: 1,024 dimensions, STS16, four methods, a 50-sentence
-SemCor sample (a smoke run of a few minutes). The tasks by default are the seven STS tasks of ``mteb-sts`` and WiC;
-``--tasks SICK-R`` (6,077 texts, enough to whiten 4,096 dimensions) is the goals' one-task run. Nothing is asserted: the machine may be shared; ratios
-between methods, measured in one invocation, are what to read.
+stand-in, same extraction), so a second measurement of the methods skips the cold encode. ``--json`` writes every
+figure. ``--cache-only DIM CACHE`` prints the cache lines of a cache folder a run left in ``--work``. ``--quick``:
+1,024 dimensions, STS16, four methods, a 50-sentence SemCor sample (a smoke run of a few minutes). The tasks by
+default are the seven STS tasks of ``mteb-sts`` and WiC; ``--tasks SICK-R`` (6,077 texts, enough to whiten 4,096
+dimensions) is the goals' one-task run. Nothing is asserted: the machine may be shared; ratios between methods,
+measured in one invocation, are what to read.
 """
 
 from __future__ import annotations
