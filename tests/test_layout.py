@@ -25,7 +25,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("mteb_plugin", "_hooks"),
     ("report",),
     ("export",),
-    ("encoder",),
+    ("encoder", "fitting"),
     ("results",),
     ("kinds", "vectors", "backbones", "checks", "tasks"),
     ("methods", "data"),
