@@ -6,7 +6,9 @@ fitted before, streamed or sampled within the fit budget, and recorded.
 (:class:`~iso_bench.data.provider.CorpusProvider`: the task's own texts, a held-out corpus or a file) from the
 shared :class:`~iso_bench.vectors.store.EmbeddingStore`: whole where they fit the budget, batch by batch for a
 streaming method (:meth:`Method.partial_fit`), else a seeded sample that the fit's record names. Every fit is
-recorded in :attr:`Fits.fit_records` (corpus, size, SHA-256, seed, vectors, where it ran).
+recorded in :attr:`Fits.fit_records` (corpus, size, SHA-256, seed, vectors, where it ran). A token-level variant's
+int8 stage is calibrated in the same fit, on the fit corpus's pooled sentence vectors (:meth:`Fits._calibrate_pooled`),
+and saved with it.
 """
 
 from __future__ import annotations
