@@ -6,7 +6,9 @@ fitted before, streamed or sampled within the fit budget, and recorded.
 (:class:`~iso_bench.data.provider.CorpusProvider`: the task's own texts, a held-out corpus or a file) from the
 shared :class:`~iso_bench.vectors.store.EmbeddingStore`: whole where they fit the budget, batch by batch for a
 streaming method (:meth:`Method.partial_fit`), else a seeded sample that the fit's record names. Every fit is
-recorded in :attr:`Fits.fit_records` (corpus, size, SHA-256, seed, vectors, where it ran).
+recorded in :attr:`Fits.fit_records` (corpus, size, SHA-256, seed, vectors, where it ran). A token-level variant's
+int8 stage is calibrated in the same fit, on the fit corpus's pooled sentence vectors (:meth:`Fits._calibrate_pooled`),
+and saved with it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from iso_bench.backbones.pool_replay import before_pooling
 from iso_bench.data.fit_corpus import fit_budget
 from iso_bench.files import cache_not_written, texts_digest
 from iso_bench.kernels import fit_kernels
@@ -34,6 +37,8 @@ FIT_BATCH = 16_384  # texts per batch of a streaming fit
 TOKEN_SHARE = 4  # a token-level fit reads at most fit_budget / 4 texts at once (25,000 by default); more stream
 TOKEN_BATCH_SHARE = 16  # a streaming token-level fit reads FIT_BATCH / 16 texts (1,024: 10^4 to 10^5 vectors) a time
 FIT_VALUES = 1 << 28  # raw values (vectors x dim) over which a streaming method streams: 1 GiB of float32
+CALIBRATION_TEXTS = 4096  # fit texts whose pooled rows a token-level int8 calibration reads at a time
+CALIBRATION_ROWS = 262_144  # rows it transforms and pools at a time, whole texts (as a token-level variant encodes)
 
 
 class Fits:
@@ -89,6 +94,9 @@ class Fits:
                                 method.fit(X, token_types=self._fit_token_types(corpus, n_vectors))
                             else:
                                 method.fit(X)
+                            del X  # the token vectors: the pooled calibration reads the corpus a batch at a time
+                        if self._calibrates_pooled(method, level):
+                            self._calibrate_pooled(method, corpus)
                     except MethodError as exc:
                         where = f"fit corpus {corpus.key}: {corpus.describe()}, {n_vectors} {level} vectors"
                         raise MethodError(f"{exc} ({where})") from exc
@@ -124,7 +132,37 @@ class Fits:
                    "prompt": self.store.prompt(corpus.task_metadata, p), "texts_sha256": texts_digest(texts)}
                   for p, texts in corpus.groups]
         return fit_key(namespace="/".join(folder.parts[-3:]), corpus={"key": corpus.key, **corpus.to_record()},
-                       groups=groups, method=method, level=level, kernels=fit_kernels())
+                       groups=groups, method=method, level=level, kernels=fit_kernels(),
+                       calibration="pooled" if self._calibrates_pooled(method, level) else None)
+
+    def _calibrates_pooled(self, method: Method, level: str) -> bool:
+        """Whether the fit of ``method`` at ``level`` also calibrates its int8 stage on the fit corpus's pooled
+        sentence vectors: a token-level variant's fit at token level (a sentence-level variant's token-level fit,
+        for a word task, calibrates on the token vectors it fits on)."""
+        return level == "token" and self.level == "token" and getattr(method, "calibrates", False)
+
+    def _calibrate_pooled(self, method: Any, corpus: Any) -> None:
+        """Calibrate a token-level variant's int8 stage (:meth:`~iso_bench.methods.stages.Int8.calibrate_pooled`)
+        on the pooled sentence vectors of its fit corpus, and of nothing else: its texts' rows the pooling reads
+        (``store.pool_rows``), transformed by the fitted method (``before_pooling``), then the model's own pooling
+        and head (``backbone.pool``), as the variant's sentence vectors are made, :data:`CALIBRATION_ROWS` rows at
+        a time; each dimension's minimum and maximum kept as they come (no matrix of the corpus)."""
+        backbone = self.store.backbone
+        transform, low, high = before_pooling(method, self.spec, backbone), None, None
+        for prompt_type, texts in corpus.groups:
+            where = {"task_metadata": corpus.task_metadata, "prompt_type": prompt_type}
+            for i in range(0, len(texts), CALIBRATION_TEXTS):
+                rows = [r for r in self.store.pool_rows(list(texts[i:i + CALIBRATION_TEXTS]), desc="fit corpus",
+                                                        **where) if len(r)]
+                lengths = [len(r) for r in rows]
+                for a, b in linalg.row_blocks(lengths, CALIBRATION_ROWS):
+                    Z = transform(np.concatenate(rows[a:b], axis=0))
+                    P = backbone.pool(np.split(Z, np.cumsum(lengths[a:b])[:-1]), **where)
+                    low = P.min(axis=0) if low is None else np.minimum(low, P.min(axis=0))
+                    high = P.max(axis=0) if high is None else np.maximum(high, P.max(axis=0))
+        if low is None:
+            raise MethodError(f"method {self.spec!r}: fit corpus {corpus.key} has no text to pool for its int8 ranges")
+        method.calibrate_pooled(low, high)
 
     @contextmanager
     def _stored_fit(self, corpus: Any, level: str, method: Method) -> Iterator[tuple[Any, Any, Any]]:

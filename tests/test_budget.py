@@ -3,12 +3,14 @@ paired tests, in a table (at the end of a run and beside the leaderboard) and a 
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from iso_bench.report import read_results, write_leaderboard
-from iso_bench.report.budget import Size, budget_markdown, budgets, size_of
+from iso_bench.report.budget import Size, budget_html, budget_latex, budget_markdown, budgets, size_of
 from tests.report_helpers import main_of, set_record, sts_units, write_scored
 
 BASE, N = "org/alpha", 400
@@ -63,7 +65,7 @@ def test_each_size_names_its_best_variant_against_raw_at_that_size(folder: Path)
 
 def test_one_size_alone_has_no_budget_table(folder: Path) -> None:
     results = [r for r in read_results(folder) if size_of(r.variant) == Size(None)]
-    assert budgets(results) == [] and budget_markdown([]) == ""
+    assert budgets(results) == [] and budget_markdown([]) == budget_html([]) == budget_latex([]) == ""
 
 
 def test_the_leaderboard_writes_the_budget_table_and_its_picture(folder: Path, tmp_path: Path) -> None:
@@ -73,3 +75,32 @@ def test_the_leaderboard_writes_the_budget_table_and_its_picture(folder: Path, t
     text = (tmp_path / "board-budget.md").read_text()
     assert text.startswith("# Per budget") and "| org/alpha | MTEB STS | fitted on test texts | full | 1536 |" in text
     assert (tmp_path / "board-budget-org__alpha.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_html_and_latex_boards_carry_the_same_table_beside_them(folder: Path, tmp_path: Path) -> None:
+    """The table per budget beside the web page and the LaTeX document, with the markdown table's values: the
+    binary size's best variant, its score and raw's at that size; none beside a board of one size."""
+    binary, raw = _score("whiten-precision=binary"), _score("raw-precision=binary")
+    page, budget = write_leaderboard(folder, tmp_path / "site", "html")
+    html = budget.read_text(encoding="utf-8")
+    assert (page.name, budget.name) == ("index.html", "index-budget.html") and html.startswith("<!DOCTYPE html>")
+    assert (f'<td>binary</td><td class="num">48</td><td>whiten-precision=binary</td><td class="num">{binary:.2f}'
+            f'</td><td>raw-precision=binary</td><td class="num">{raw:.2f}</td>') in html
+    assert "<td>pca-64 (untested)</td>" in html and "Benjamini-Hochberg q ≤ 0.05" in html
+    tex, beside = write_leaderboard(folder, tmp_path / "board.tex", "latex")
+    latex = beside.read_text(encoding="utf-8")
+    assert beside.name == "board-budget.tex" and latex.startswith("\\documentclass") and latex.isascii()
+    assert f"binary & 48 & whiten-precision=binary & {binary:.2f} & raw-precision=binary & {raw:.2f} & " in latex
+    assert "\\begin{tabular}{llllrlrlrl}" in latex and latex.rstrip().endswith("\\end{document}")
+    if shutil.which("pdflatex"):  # it compiles as written
+        done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", beside.name], cwd=tmp_path,
+                              capture_output=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stdout[-2000:]
+    [fragment] = [p for p in write_leaderboard(folder, tmp_path / "part.tex", "latex", fragment=True) if "budget" in
+                  p.name]
+    assert "\\documentclass" not in fragment.read_text() and "\\isobenchfit{" in fragment.read_text()
+    one = tmp_path / "one"
+    for variant in ("raw", "whiten"):
+        write_scored(one, BASE, variant, "STSBenchmark", sts_units(N, VARIANTS[variant][0], seed=1))
+    assert [p.name for p in write_leaderboard(one, tmp_path / "one-site", "html")] == ["index.html"]
+    assert [p.name for p in write_leaderboard(one, tmp_path / "one.tex", "latex")] == ["one.tex"]

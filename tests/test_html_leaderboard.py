@@ -63,8 +63,11 @@ def test_the_published_page_is_a_fresh_render_of_the_committed_results(published
 
 
 def test_the_v1_page_is_a_fresh_render_of_its_results(tmp_path: Path) -> None:
-    [page] = write_leaderboard(V1_BOARD, tmp_path / "site", "html")
+    page, budget = write_leaderboard(V1_BOARD, tmp_path / "site", "html")
     assert page.read_bytes() == (V1_BOARD / "index.html").read_bytes()
+    # beside it, the table per budget (whiten-256 is a 256-d vector: two sizes), the page itself unchanged
+    assert budget == tmp_path / "site" / "index-budget.html"
+    assert '<td>whiten-256 (untested)</td><td class="num">75.87</td><td>truncate-256</td>' in budget.read_text()
 
 
 # ---- in a real browser ---------------------------------------------------------------------------------

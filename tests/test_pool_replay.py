@@ -257,3 +257,39 @@ def test_a_token_level_binary_stage_stores_the_pooled_sentence_vector(head_dir, 
         words, spans = ["A man is playing a guitar."], [(6, 13)]
         W = _variant(store, "center-level=token", tmp_path).word_vectors(words, spans, None)
         np.testing.assert_array_equal(staged.word_vectors(words, spans, None), np.where(W > 0, 1.0, -1.0))
+
+
+def test_a_token_level_int8_stage_is_calibrated_on_the_fit_corpus_pooled_vectors(minilm_backbone, tmp_path,
+                                                                                   monkeypatch) -> None:
+    """``raw-level=token-precision=int8`` stores raw-precision=int8's codes: both calibrate on the fit corpus's pooled
+    vectors, which the token-level fit reads through the model's pooling and nothing else; saved with the fit."""
+    from iso_bench.backbones.loader import load_backbone
+    from iso_bench.encoder import VariantEncoder
+    from iso_bench.methods import storage_of
+    from iso_bench.vectors.store import EmbeddingStore
+
+    store = EmbeddingStore(load_backbone(MINILM), tmp_path / "cache", kinds=("sentence", "tokens", "pool"),
+                           progress=False)
+    held_out = tmp_path / "held-out.txt"
+    held_out.write_text("\n".join(CORPUS[len(TEXTS):]) + "\n")  # no text that the variant then encodes
+    read, pool_rows = [], store.pool_rows
+    monkeypatch.setattr(store, "pool_rows", lambda texts, *a, **k: read.extend(texts) or pool_rows(texts, *a, **k))
+    token = VariantEncoder(store, "raw-level=token-precision=int8", corpus=str(held_out))
+    fitted = token.fitted_method(None)
+    assert sorted(read) == sorted(CORPUS[len(TEXTS):])  # the fit corpus's pooled rows, nothing else
+    raw = store.sentences(CORPUS[len(TEXTS):])
+    np.testing.assert_allclose(fitted.ranges_, np.vstack((raw.min(axis=0), raw.max(axis=0))), atol=1e-6)
+    sentence = VariantEncoder(store, "raw-precision=int8", corpus=str(held_out))
+    codes = token.vectors(TEXTS, None)
+    np.testing.assert_array_equal(codes, sentence.vectors(TEXTS, None))  # the same codes: the same scores
+    assert codes.min() >= -128 and codes.max() <= 127 and (codes == -128).any()  # clipped outside the fit corpus
+    sha = storage_of(fitted, token)["calibration"]["ranges_sha256"]
+    assert sha == sentence.fitted_method(None).ranges_sha256_
+    assert token.fit_records[f"file:{held_out}"]["fits"][0]["learned"]["ranges_sha256_"] == sha
+    # the fit cache holds the ranges under a key of its own; a second variant loads them and fits nothing
+    assert token._fit_key(token.corpus(None), "token", fitted)["calibration"] == "pooled"
+    again = VariantEncoder(store, "raw-level=token-precision=int8", corpus=str(held_out))
+    assert again.fitted_method(None).ranges_sha256_ == sha and (again.fits_run, again.fits_loaded) == (0, 1)
+    # a word task: the span vector stored with the token vectors' ranges, as the sentence-level spec stores it
+    words, spans = ["A man is playing a guitar."], [(6, 13)]
+    np.testing.assert_array_equal(token.word_vectors(words, spans, None), sentence.word_vectors(words, spans, None))

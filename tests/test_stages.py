@@ -112,8 +112,7 @@ def test_a_staged_fit_pickles_and_goes_through_the_fit_cache(tmp_path: Path) -> 
     ("pca-0", None, "n_components must be at least 1"),
     ("pca-400", 384, "n_components must be between 1 and 384 for 384-d vectors, got 400"),
     ("truncate-400-precision=int8", 384, "truncate_dim must be between 1 and 384"),
-    ("cluster-pca-precision=int8", None, "a token-level method's int8 ranges (calibrated on pooled vectors)"),
-    ("center-level=token-precision=int8", None, "are not supported yet: use precision=binary, or drop level=token"),
+    ("cluster-pca-0-precision=int8", None, "n_clusters must be at least 1"),
 ])
 def test_specs_that_cannot_be_built_are_refused_in_one_line_before_any_work(spec, dim, message) -> None:
     from iso_bench.checks import check_methods
@@ -211,11 +210,12 @@ def test_an_exported_int8_variant_carries_its_calibration_and_encodes_its_codes(
     assert "Stored as int8 (8 bytes a vector)" in (out / "README.md").read_text()
 
 
-def test_a_token_level_variant_with_a_stage_is_refused_by_export_before_any_work(tmp_path: Path) -> None:
+@pytest.mark.parametrize("spec", ["raw-level=token-precision=binary", "zipfian-whiten-precision=int8"])
+def test_a_token_level_variant_with_a_stage_is_refused_by_export_before_any_work(tmp_path: Path, spec: str) -> None:
     """Its stage follows the model's pooling, and an exported module stands before it: refused in one line, with
     nothing written and no model loaded (the model named does not exist)."""
     from iso_bench.export.build import ExportError, export
 
     with pytest.raises(ExportError, match="cannot be exported whole") as caught:
-        export("no-such/model+raw-level=token-precision=binary", "task:STSBenchmark", tmp_path / "out")
+        export(f"no-such/model+{spec}", "task:STSBenchmark", tmp_path / "out")
     assert "\n" not in str(caught.value) and not (tmp_path / "out").exists()

@@ -9,7 +9,8 @@ import pytest
 
 from tests.test_pipelines import _result, _run, static_dir  # noqa: F401 - static_dir: the session's static model
 
-STAGED = ["raw", "whiten", "raw-precision=binary", "whiten-precision=binary", "raw-precision=int8"]
+STAGED = ["raw", "whiten", "raw-precision=binary", "whiten-precision=binary", "raw-precision=int8",
+          "raw-precision=int8-level=token"]  # as a result names raw-level=token-precision=int8
 
 
 @pytest.mark.slow
@@ -36,6 +37,14 @@ def test_the_static_encoders_whitened_binary_vector_beats_its_raw_binary_vector(
     sha = storage["raw-precision=int8"]["calibration"]["ranges_sha256"]
     assert int8["fit"]["fits"][0]["learned"]["ranges_sha256_"] == sha and len(sha) == 64
     assert entry["raw-precision=binary"]["iso_bench"]["fit"] == {"fit_corpus": None}  # the sign needs no fit
+    # at token level: calibrated on the same fit corpus's pooled vectors (the static model's replayed mean differs from
+    # its own in the last float32 bits, so the ranges' hash differs), the same codes and score
+    token = entry["raw-precision=int8-level=token"]
+    assert token["main_score"] == score["raw-precision=int8"]
+    calibration = token["iso_bench"]["storage"].pop("calibration")
+    assert token["iso_bench"]["storage"] == {"precision": "int8", "dim": 384, "bytes": 384}
+    assert token["iso_bench"]["fit"]["fits"][0]["learned"]["ranges_sha256_"] == calibration["ranges_sha256"]
+    assert (token["iso_bench"]["fit"]["fit_corpus"], token["iso_bench"]["fit"]["fits"][0]["level"]) == ("task", "token")
     out = capsys.readouterr().out
     assert "per budget (the best variant at each size beside raw at that size):" in out
     assert "| binary | 48 | whiten-precision=binary |" in out and "| int8 | 384 |" in out

@@ -399,9 +399,6 @@ def make_method(spec: str) -> tuple[Method, str]:
     """
     cls, params = parse_spec(spec)
     level, precision = params.pop("level", cls.default_level), params.pop("precision", None)
-    if precision == "int8" and level == "token":
-        raise MethodError(f"method spec {spec!r}: a token-level method's int8 ranges (calibrated on pooled vectors) "
-                          "are not supported yet: use precision=binary, or drop level=token")
     method = cls(**params) if precision is None else STAGES.get(precision)(cls)(**params)
     method.check(None)
     return method, level

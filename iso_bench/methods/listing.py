@@ -24,7 +24,7 @@ def plain_doc(text: str) -> str:
 
 def describe_methods(defaults: Sequence[str]) -> str:
     """The methods, in the README's order, each marked ``*`` when one of ``defaults`` (the specs a run without
-    ``--methods`` runs) is of it; then the storage stages every sentence-level spec takes, and those specs."""
+    ``--methods`` runs) is of it; then the storage stages every spec takes, and those specs."""
     default_names = {make_method(spec)[0].name for spec in defaults}
     lines = ["methods (--methods takes specs: name[-positional...][-key=value...]; * = run by default):"]
     for name in method_names():
@@ -35,7 +35,7 @@ def describe_methods(defaults: Sequence[str]) -> str:
         mark = " *" if name in default_names else ""
         lines += [f"  {name + mark:<16} {doc}", f"  {'':<16} level={cls.default_level};{positional} {params}"]
     lines.append(f"storage stages, after any spec: {', '.join(f'-precision={p}' for p in STAGES)} "
-                 "(whiten-256-precision=binary; int8 after sentence-level specs only)")
+                 "(whiten-256-precision=binary; a token-level spec's int8 ranges: its pooled fit vectors)")
     lines.append(f"default methods (a run without --methods): {' '.join(defaults)}")
     return "\n".join(lines)
 

@@ -1,7 +1,7 @@
 """Storage stages: a method's vectors stored in fewer bytes, ``-precision=int8`` and ``-precision=binary`` after any
-sentence-level method (``whiten-256-precision=binary``, ``raw-precision=int8``), named after sentence-transformers'
-``encode(precision=...)``, whose quantization (:func:`sentence_transformers.util.quantization.quantize_embeddings`)
-computes the codes.
+method (``whiten-256-precision=binary``, ``raw-precision=int8``, ``zipfian-whiten-precision=int8``), named after
+sentence-transformers' ``encode(precision=...)``, whose quantization
+(:func:`sentence_transformers.util.quantization.quantize_embeddings`) computes the codes.
 
 - ``int8``: each dimension's range, the minimum and maximum of the method's transformed fit vectors (what
   sentence-transformers calibrates from ``calibration_embeddings``), cut into 256 buckets. The range is learned in
@@ -9,7 +9,9 @@ computes the codes.
   second encode): ``raw-precision=int8`` is therefore a fitted variant. The codes are scored as they are stored,
   with the model's similarity function, as sentence-transformers' evaluators score its int8 output. A stage that
   calibrates needs all of its fit vectors at once, so the method does not stream (a fit corpus over the fit budget
-  is sampled, and the sample recorded, as for any method that does not stream).
+  is sampled, and the sample recorded, as for any method that does not stream). A token-level variant stores its
+  pooled sentence vector: its ranges are those of the fit corpus's pooled vectors (:meth:`Int8.calibrate_pooled`,
+  called by :mod:`iso_bench.fitting` in the same fit), and its token and span vectors keep the token vectors' ranges.
 - ``binary``: the sign of each coordinate (``> 0``), packed 8 to a byte, and scored as the +1/-1 vector of its
   bits: the cosine of two such d-d vectors is ``1 - 2 * hamming / d``, so every evaluator ranks as a Hamming
   search does, and ties (equal distances) fall the same way on every run. Nothing to calibrate: ``raw`` stays
@@ -104,17 +106,39 @@ class Int8(Stage):
         """The method's fit, then each dimension's range over its transform of the same fit vectors."""
         super().fit(X)  # type: ignore[misc]
         Z = super().transform(X)  # type: ignore[misc]
-        # sentence-transformers' calibration (min and max of the calibration embeddings), in its float32
-        self.ranges_ = np.vstack((Z.min(axis=0), Z.max(axis=0))).astype(np.float32)
-        self.ranges_sha256_ = hashlib.sha256(np.ascontiguousarray(self.ranges_).tobytes()).hexdigest()
+        self._set_ranges(Z.min(axis=0), Z.max(axis=0))
         return self  # type: ignore[return-value]
 
+    def _set_ranges(self, low: np.ndarray, high: np.ndarray) -> None:
+        # sentence-transformers' calibration (min and max of the calibration embeddings), in its float32
+        self.ranges_ = np.vstack((low, high)).astype(np.float32)
+        self.ranges_sha256_ = hashlib.sha256(np.ascontiguousarray(self.ranges_).tobytes()).hexdigest()
+
+    def calibrate_pooled(self, low: np.ndarray, high: np.ndarray) -> None:
+        """A token-level variant's calibration, after :meth:`fit` on token vectors: ``ranges_`` become each
+        dimension's minimum ``low`` and maximum ``high`` over the fit corpus's pooled sentence vectors (its rows
+        transformed, then the model's pooling and head: what :meth:`stored` quantizes); the ranges of the
+        transformed token vectors that :meth:`fit` learned stay as ``token_ranges_``, what a span or token vector
+        (a word task, the isotropy task) is stored with, as for the sentence-level spec on those tasks."""
+        if not hasattr(self, "token_ranges_"):  # calibrated once: the token vectors' ranges are fit's
+            self.token_ranges_, self.token_ranges_sha256_ = self.ranges_, self.ranges_sha256_
+        self._set_ranges(low, high)
+
     def transform(self, X: np.ndarray) -> np.ndarray:
-        """The method's vectors as int8 codes (-128 to 127; outside the calibrated range: clipped), as float64."""
+        """The method's vectors as int8 codes (-128 to 127; outside the calibrated range: clipped), as float64;
+        token or span vectors of a token-level fit with the ranges of its token vectors (``token_ranges_``)."""
         Z = super().transform(X)  # type: ignore[misc]
         if not hasattr(self, "ranges_"):  # the method's state without the stage's (a fit not made by this stage)
             raise NotFittedError(f"method {self.spec!r} has no int8 ranges: fit it on a fit corpus")  # type: ignore
-        return quantize(Z, "int8", self.ranges_).astype(np.float64)
+        return quantize(Z, "int8", getattr(self, "token_ranges_", self.ranges_)).astype(np.float64)
+
+    def stored(self, Z: np.ndarray) -> np.ndarray:
+        """A token-level variant's pooled sentence vectors ``Z`` as int8 codes, with the ranges calibrated on the
+        fit corpus's pooled vectors (:meth:`calibrate_pooled`), as float64."""
+        if not hasattr(self, "token_ranges_"):
+            raise NotFittedError(f"method {self.spec!r} has no int8 ranges of pooled vectors: "  # type: ignore
+                                 "fit it at token level on a fit corpus")
+        return quantize(np.asarray(Z, np.float64), "int8", self.ranges_).astype(np.float64)
 
     def stored_bytes(self, dim: int) -> int:
         return self.output_dim(dim)  # type: ignore[attr-defined]
@@ -209,7 +233,10 @@ def storage_of(method: Method, variant: Any) -> dict[str, Any]:
     precision = getattr(method, "precision", None) or "float32"
     if dim is None:
         return {"precision": precision}
-    return {"precision": precision, "dim": dim, "bytes": {"binary": -(-dim // 8), "int8": dim}.get(precision, 4 * dim)}
+    out = {"precision": precision, "dim": dim, "bytes": {"binary": -(-dim // 8), "int8": dim}.get(precision, 4 * dim)}
+    if getattr(method, "ranges_sha256_", None):  # int8: the ranges of the fit corpus's pooled vectors
+        out["calibration"] = {"ranges_sha256": method.ranges_sha256_}  # type: ignore[attr-defined]
+    return out
 
 
 def storage_how(method: Method, dim: int) -> dict[str, Any]:

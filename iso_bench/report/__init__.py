@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from iso_bench.files import NotARegularFile, atomic_write_text, file_kind, write_target
 from iso_bench.report.board import build_leaderboard
-from iso_bench.report.budget import budget_markdown, budgets, write_budget_plots
+from iso_bench.report.budget import budget_html, budget_latex, budget_markdown, budgets, write_budget_plots
 from iso_bench.report.cells import Leaderboard
 from iso_bench.report.html import render_html
 from iso_bench.report.latex import render_latex
@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 RENDERERS: dict[str, Callable[[Leaderboard], str]] = {"markdown": render_markdown, "csv": render_csv,
                                                       "latex": render_latex}
 FORMATS: tuple[str, ...] = (*RENDERERS, "html")
+BUDGET: dict[str, tuple[str, Callable[..., str]]] = {
+    "markdown": (".md", lambda lines, _: "# Per budget\n\n" + budget_markdown(lines)),
+    "html": (".html", lambda lines, _: budget_html(lines)), "latex": (".tex", budget_latex)}
+"""The table per budget beside a board, per format: the file's suffix and its text (of the lines and ``fragment``)."""
 HTML_INDEX = "index.html"
 
 
@@ -67,7 +71,8 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     one self-contained page, ``output/index.html`` for a folder (plots inline as SVG). Where the variants store
     vectors of several sizes (storage stages, dimension cuts), markdown also gets ``<stem>-budget.md``, the best
     variant at each size beside raw at that size, and a picture per model of score against bytes
-    (:mod:`.budget`). Raises
+    (:mod:`.budget`); html and latex the same table beside the board (``<stem>-budget.html``, ``.tex``: a page, a
+    document or with ``fragment`` a fragment), the board itself unchanged. Raises
     :class:`LeaderboardError` (an ``IsoBenchError``: bad input, with the folder or file named) for a missing
     or empty folder (or a file given as one), a malformed result file, an unknown format, an ``output`` that
     cannot be written (:func:`writable_output`, checked before any work), and for a result file whose scores no
@@ -108,28 +113,31 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(out, render(board, fmt))
+            return [out, *([] if accept_modified else _write_budget(results, out, False, ci, fmt))]
         except OSError as exc:
             raise LeaderboardError(_cannot_write(out, exc)) from None
-        return [out]
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         plots = write_plots(board, out.parent, out.stem) if fmt == "markdown" and plot else {}
         drawn = fmt == "markdown" and plot  # plots asked for: a section without one says why
         atomic_write_text(out, render_markdown(board, plots) if drawn else render(board, fmt, fragment))
-        extra = _write_budget(results, out, plot, ci) if fmt == "markdown" and not accept_modified else []
+        extra = [] if fmt not in BUDGET or accept_modified else _write_budget(results, out, drawn, ci, fmt, fragment)
     except OSError as exc:
         raise LeaderboardError(_cannot_write(out, exc)) from None
     return [out, *(out.parent / name for name in sorted(plots.values())), *extra]
 
 
-def _write_budget(results: Any, out: Path, plot: bool, ci: bool) -> list[Path]:
-    """Where the variants store vectors of several sizes (:mod:`.budget`): ``<stem>-budget.md``, the best variant at
-    each size beside raw at that size, and with ``plot`` a picture per model of score against bytes per vector."""
+def _write_budget(results: Any, out: Path, plot: bool, ci: bool, fmt: str = "markdown",
+                  fragment: bool = False) -> list[Path]:
+    """Where the variants store vectors of several sizes (:mod:`.budget`): the table of the best variant at each
+    size beside raw at that size, beside the board in its format (``<stem>-budget.md``, ``.html``, ``.tex``; the
+    board's own bytes unchanged), and with ``plot`` (markdown) a picture per model of score against bytes."""
     lines = budgets(results, ci)
     if not lines:
         return []
-    path = out.parent / f"{out.stem}-budget.md"
-    atomic_write_text(path, "# Per budget\n\n" + budget_markdown(lines))
+    suffix, text = BUDGET[fmt]
+    path = out.parent / f"{out.stem}-budget{suffix}"
+    atomic_write_text(path, text(lines, fragment))
     return [path, *(write_budget_plots(lines, out.parent, out.stem) if plot else [])]
 
 

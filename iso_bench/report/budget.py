@@ -22,6 +22,7 @@ from typing import Any
 
 from iso_bench.methods import MethodError, make_method
 from iso_bench.report.board import build_leaderboard
+from iso_bench.report.latex import FIT_MACRO, HEADER_WRAP, LABEL_WRAP, PACKAGES, PREAMBLE, _stack, _wrap, breakable
 from iso_bench.report.results import Result
 from iso_bench.report.verdict import COMPARISON, _judged, _setting, judgements
 
@@ -134,12 +135,25 @@ def _num(value: float | None, sign: bool = False) -> str:
     return "–" if value is None else f"{value:+.2f}" if sign else f"{value:.2f}"
 
 
-def budget_markdown(lines: Sequence[Budget]) -> str:
-    """The table per budget as markdown; "" for no lines."""
-    if not lines:
-        return ""
-    out = ["| model | task group | setting | size | bytes | best variant | score | raw at this size | score "
-           "| difference (95% interval, q) |", "|---|---|---|---|---|---|---|---|---|---|"]
+HEADER = ("model", "task group", "setting", "size", "bytes", "best variant", "score", "raw at this size", "score",
+          "difference (95% interval, q)")
+"""The columns of the table per budget, in every format."""
+NUMERIC = frozenset({4, 6, 8})  # the columns of numbers (bytes, the two scores): right-aligned in HTML and LaTeX
+NOTE = ("Per budget: at each size, the variant that beats raw at the same size by the most where the paired "
+        "bootstrap test of its difference stays significant (Benjamini-Hochberg q ≤ 0.05 over the size's "
+        "variants), as the verdict judges; score = main score × 100 (a group's mean); bytes per vector as stored.")
+
+
+def budget_rows(lines: Sequence[Budget]) -> list[tuple[str, ...]]:
+    """The table's cells (:data:`HEADER`), a tuple of texts per line: what the markdown, HTML and LaTeX tables show.
+
+    >>> line = Budget("org/m", "STS", "fitted on test texts", Size(None, "binary"), 48, "whiten-precision=binary",
+    ...               71.92, 18.08, 15.0, 21.0, 0.002, 53.84, ())
+    >>> budget_rows([line])[0][3:]  # doctest: +NORMALIZE_WHITESPACE
+    ('binary', '48', 'whiten-precision=binary', '71.92', 'raw-precision=binary', '53.84',
+     '+18.08 (+15.00 to +21.00, q = 0.002)')
+    """
+    rows = []
     for b in lines:
         if b.best is None:
             best, score, diff = "none beats raw", "–", "–" if b.reference_score is not None else "no raw at this size"
@@ -150,12 +164,60 @@ def budget_markdown(lines: Sequence[Budget]) -> str:
             best, score = b.best, _num(b.score)
             interval = "" if b.low is None else f"{_num(b.low, True)} to {_num(b.high, True)}, "
             diff = f"{_num(b.delta, True)} ({interval}q = {b.q:.3f})" if b.q is not None else _num(b.delta, True)
-        out.append(f"| {b.model} | {b.unit} | {b.setting} | {b.size.label} | {b.bytes or '–'} | {best} | {score} | "
-                   f"{b.size.reference} | {_num(b.reference_score)} | {diff} |")
-    note = ("Per budget: at each size, the variant that beats raw at the same size by the most where the paired "
-            "bootstrap test of its difference stays significant (Benjamini-Hochberg q ≤ 0.05 over the size's "
-            "variants), as the verdict judges; score = main score × 100 (a group's mean); bytes per vector as stored.")
-    return "\n".join(out) + "\n\n" + note + "\n"
+        rows.append((b.model, b.unit, b.setting, b.size.label, str(b.bytes or "–"), best, score, b.size.reference,
+                     _num(b.reference_score), diff))
+    return rows
+
+
+def budget_markdown(lines: Sequence[Budget]) -> str:
+    """The table per budget as markdown; "" for no lines."""
+    if not lines:
+        return ""
+    out = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    out += ["| " + " | ".join(row) + " |" for row in budget_rows(lines)]
+    return "\n".join(out) + "\n\n" + NOTE + "\n"
+
+
+def budget_html(lines: Sequence[Budget]) -> str:
+    """The table per budget as a self-contained web page (every text escaped, nothing fetched); "" for no lines."""
+    if not lines:
+        return ""
+    from html import escape
+
+    def cells(row: Sequence[str], tag: str) -> str:
+        shown = (f'<{tag} class="num">' if j in NUMERIC else f"<{tag}>" for j in range(len(row)))
+        return "".join(f"{start}{escape(c)}</{tag}>" for start, c in zip(shown, row, strict=True))
+
+    body = [f"<tr>{cells(row, 'td')}</tr>" for row in budget_rows(lines)]
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">', "<title>iso-bench: per budget</title>",
+        "<style>body{font-family:system-ui,sans-serif;margin:1rem;max-width:100%}.scroll{overflow-x:auto}"
+        "table{border-collapse:collapse;font-size:0.9rem}th,td{border-bottom:1px solid #ddd;padding:0.3rem 0.5rem;"
+        "text-align:left;vertical-align:top}.num{text-align:right}</style>", "</head>", "<body>", "<h1>Per budget</h1>",
+        '<div class="scroll"><table>', f"<thead><tr>{cells(HEADER, 'th')}</tr></thead>", "<tbody>", *body,
+        "</tbody>", "</table></div>", f"<p>{escape(NOTE)}</p>", "</body>", "</html>", ""])
+
+
+def budget_latex(lines: Sequence[Budget], fragment: bool = False) -> str:
+    """The table per budget as a LaTeX document that pdflatex compiles (``fragment``: the table alone, to ``\\input``;
+    the packages it needs named in a comment), scaled to the line where wider (``\\isobenchfit``); "" for no lines."""
+    if not lines:
+        return ""
+    align = "".join("r" if j in NUMERIC else "l" for j in range(len(HEADER)))
+    head = " & ".join(_stack(_wrap(h, HEADER_WRAP), align[j], "b") for j, h in enumerate(HEADER))
+    rows = [" & ".join(_stack(_wrap(c, LABEL_WRAP), align[j], "t") for j, c in enumerate(row))
+            + r" \\ \addlinespace[2pt]" for row in budget_rows(lines)]
+    table = [r"\begin{table}[htbp]", r"\centering", r"\footnotesize",
+             r"\caption{Per budget: the best variant at each size beside raw at that size}\label{tab:iso-bench-budget}",
+             f"\\isobenchfit{{\\begin{{tabular}}{{{align}}}", r"\toprule", head + r" \\", r"\midrule", *rows,
+             r"\bottomrule", r"\end{tabular}}", r"\par\smallskip\raggedright\scriptsize", f"{breakable(NOTE)}\\par",
+             r"\end{table}"]
+    if fragment:
+        needs = " ".join("\\usepackage{" + p + "}" for p in PACKAGES[1:])
+        return "\n".join([f"% iso-bench: the table per budget; needs {needs}", *FIT_MACRO, "", *table]) + "\n"
+    return "\n".join([*PREAMBLE, *FIT_MACRO, r"\begin{document}", "", r"\section*{Per budget}", "", *table, "",
+                      r"\end{document}"]) + "\n"
 
 
 def write_budget_plots(lines: Sequence[Budget], folder: str | Path, stem: str) -> list[Path]:

@@ -95,14 +95,17 @@ def code_digest() -> str:
 
 
 def fit_key(*, namespace: str, corpus: dict[str, Any], groups: list[dict[str, Any]], method: Any,
-            level: str, kernels: str | None = None) -> dict[str, Any]:
+            level: str, kernels: str | None = None, calibration: str | None = None) -> dict[str, Any]:
     """Everything a fit depends on, as a JSON-able dict (see the module docstring). ``kernels``: the kernel
     class the fit runs on (:func:`iso_bench.kernels.fit_kernels`; None, left out of the key, for the class the
-    keys written before classes were named belong to)."""
+    keys written before classes were named belong to). ``calibration``: what a storage stage calibrates on where
+    it is not the method's own fit vectors (``"pooled"``: a token-level int8 stage's pooled sentence vectors; a
+    fit of the same method on the same token vectors without those ranges is another fit)."""
     key = {"format": FORMAT, "namespace": namespace, "corpus": corpus, "groups": groups,
            "method": type(method).__name__, "params": jsonable(method.get_params()), "level": level,
            "code": code_digest()}
-    return key if kernels is None else {**key, "kernels": kernels}
+    key = key if kernels is None else {**key, "kernels": kernels}
+    return key if calibration is None else {**key, "calibration": calibration}
 
 
 def key_name(key: dict[str, Any]) -> str:
