@@ -22,7 +22,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
 from iso_bench._version import __version__
-from iso_bench.backbones.pool_replay import before_pooling, pools_first, whole_rows
+from iso_bench.backbones.pool_replay import pooled_batches, whole_rows
 from iso_bench.checks import one_blas_thread
 from iso_bench.data.provider import CorpusProvider
 from iso_bench.files import dataset_record
@@ -38,9 +38,6 @@ from iso_bench.vectors.fit_cache import jsonable
 logger = logging.getLogger(__name__)
 
 
-TRANSFORM_BATCH = 4096  # texts whose token vectors a token-level variant reads at a time
-TRANSFORM_VALUES = 1 << 26  # values (rows x width) of token vectors it transforms and pools at a time, whole texts:
-# O(block) memory, 512 MiB a float64 copy (174,762 rows at 384-d, 16,384 at 4,096-d)
 TRANSFORM_ROWS = 16_384  # sentence vectors a variant transforms at a time (every STS task's column at once)
 
 
@@ -147,23 +144,7 @@ class _Variant(Fits):
                     out = np.empty((len(X), Z.shape[1]), np.float32)
                 out[a:b] = Z
             return out
-        backbone = self.store.backbone
-        parts, transform = [], before_pooling(method, self.spec, backbone)
-        first = pools_first(method, backbone)  # affine after an average: pooled first, one vector a text transformed
-        for i in range(0, len(texts), TRANSFORM_BATCH):  # the pooled rows of a batch of texts at a time
-            batch = list(texts[i:i + TRANSFORM_BATCH])
-            rows = self.store.pool_rows(batch, **where)  # what the model's pooling reads, transformed, then pooled
-            lengths = [len(r) for r in rows]
-            if min(lengths, default=1) == 0:
-                empty = [batch[j] for j, n in enumerate(lengths) if n == 0][:3]
-                raise ValueError(f"texts without any token cannot be pooled at token level: {empty!r}")
-            if first:
-                parts.append(backbone.pool(rows, between=whole_rows(transform), **where))
-                continue
-            limit = max(2, TRANSFORM_VALUES // max(1, rows[0].shape[1]))  # rows of a block: its values bounded
-            for a, b in linalg.row_blocks(lengths, limit):  # a method's float64 copies: a block's, not all
-                Z, ends = transform(np.concatenate(rows[a:b], axis=0)), np.cumsum(lengths[a:b])
-                parts.append(backbone.pool(np.split(Z, ends[:-1]), **where))
+        parts = list(pooled_batches(self.store, method, self.spec, texts, **where))  # model's pooling and head
         Z = np.concatenate(parts, axis=0) if parts else np.zeros((0, self.store.backbone.dim), np.float32)
         return stage_pooled(method, Z)  # a storage stage stores the sentence vector
 

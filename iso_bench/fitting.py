@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from iso_bench.backbones.pool_replay import before_pooling
+from iso_bench.backbones.pool_replay import pooled_batches
 from iso_bench.data.fit_corpus import fit_budget
 from iso_bench.files import cache_not_written, texts_digest
 from iso_bench.kernels import fit_kernels
@@ -37,9 +37,6 @@ FIT_BATCH = 16_384  # texts per batch of a streaming fit
 TOKEN_SHARE = 4  # a token-level fit reads at most fit_budget / 4 texts at once (25,000 by default); more stream
 TOKEN_BATCH_SHARE = 16  # a streaming token-level fit reads FIT_BATCH / 16 texts (1,024: 10^4 to 10^5 vectors) a time
 FIT_VALUES = 1 << 28  # raw values (vectors x dim) over which a streaming method streams: 1 GiB of float32
-CALIBRATION_TEXTS = 4096  # fit texts whose pooled rows a token-level int8 calibration reads at a time
-CALIBRATION_ROWS = 262_144  # rows it transforms and pools at a time, whole texts (as a token-level variant encodes)
-
 
 class Fits:
     """Fit bookkeeping of one variant: its method fitted once per fit corpus and level, then reused. Needs
@@ -145,21 +142,16 @@ class Fits:
         """Calibrate a token-level variant's int8 stage (:meth:`~iso_bench.methods.stages.Int8.calibrate_pooled`)
         on the pooled sentence vectors of its fit corpus, and of nothing else: its texts' rows the pooling reads
         (``store.pool_rows``), transformed by the fitted method (``before_pooling``), then the model's own pooling
-        and head (``backbone.pool``), as the variant's sentence vectors are made, :data:`CALIBRATION_ROWS` rows at
-        a time; each dimension's minimum and maximum kept as they come (no matrix of the corpus)."""
-        backbone = self.store.backbone
-        transform, low, high = before_pooling(method, self.spec, backbone), None, None
+        and head (``backbone.pool``), as the variant's sentence vectors are made
+        (:func:`~iso_bench.backbones.pool_replay.pooled_batches`); each dimension's minimum and maximum kept as they
+        come (no matrix of the corpus)."""
+        low = high = None
         for prompt_type, texts in corpus.groups:
             where = {"task_metadata": corpus.task_metadata, "prompt_type": prompt_type}
-            for i in range(0, len(texts), CALIBRATION_TEXTS):
-                rows = [r for r in self.store.pool_rows(list(texts[i:i + CALIBRATION_TEXTS]), desc="fit corpus",
-                                                        **where) if len(r)]
-                lengths = [len(r) for r in rows]
-                for a, b in linalg.row_blocks(lengths, CALIBRATION_ROWS):
-                    Z = transform(np.concatenate(rows[a:b], axis=0))
-                    P = backbone.pool(np.split(Z, np.cumsum(lengths[a:b])[:-1]), **where)
-                    low = P.min(axis=0) if low is None else np.minimum(low, P.min(axis=0))
-                    high = P.max(axis=0) if high is None else np.maximum(high, P.max(axis=0))
+            for P in pooled_batches(self.store, method, self.spec, list(texts), skip_empty=True, desc="fit corpus",
+                                    **where):
+                low = P.min(axis=0) if low is None else np.minimum(low, P.min(axis=0))
+                high = P.max(axis=0) if high is None else np.maximum(high, P.max(axis=0))
         if low is None:
             raise MethodError(f"method {self.spec!r}: fit corpus {corpus.key} has no text to pool for its int8 ranges")
         method.calibrate_pooled(low, high)

@@ -67,11 +67,11 @@ def test_which_methods_run_after_the_pooling() -> None:
 
 def _both_ways(store, spec: str, tmp_path, monkeypatch, texts=TEXTS) -> tuple[np.ndarray, np.ndarray]:
     """A variant's vectors pooled first, and the same variant's vectors of its rows transformed."""
-    import iso_bench.encoder as encoder_module
+    import iso_bench.backbones.pool_replay as replay_module
 
     variant = _variant(store, spec, tmp_path)
     first = variant.vectors(texts, None)
-    monkeypatch.setattr(encoder_module, "pools_first", lambda *_: False)
+    monkeypatch.setattr(replay_module, "pools_first", lambda *_: False)
     rows = variant.vectors(texts, None)
     monkeypatch.undo()
     return first, rows

@@ -83,7 +83,7 @@ def test_a_token_level_transform_holds_a_block_of_rows_and_gives_the_same_bits(s
     bit for bit those of one product of all rows: SciFact's corpus through all-mpnet-base-v2 is 1.3 million 768-d
     token vectors per batch of texts, whose float64 copies at once outgrew 23 GB. cluster-pca gathers a block's
     rows by cluster, whose products see other neighbours: the same up to rounding."""
-    import iso_bench.encoder as encoder_module
+    import iso_bench.backbones.pool_replay as replay_module
     from iso_bench.data.provider import CorpusProvider
     from iso_bench.encoder import VariantEncoder
     from iso_bench.numerics.linalg import row_blocks
@@ -106,7 +106,7 @@ def test_a_token_level_transform_holds_a_block_of_rows_and_gives_the_same_bits(s
 
     monkeypatch.setattr(type(tiny_backbone), "pool", spy)
     limit = 2 * max(lengths) + 1
-    monkeypatch.setattr(encoder_module, "TRANSFORM_VALUES", limit * store.backbone.dim)
+    monkeypatch.setattr(replay_module, "TRANSFORM_VALUES", limit * store.backbone.dim)
     blocked = variant.vectors(texts, None)
     assert len(seen) == len(row_blocks(lengths, limit)) > 3 and max(seen) <= limit and sum(seen) == sum(lengths)
     if same_bits:

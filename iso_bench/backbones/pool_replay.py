@@ -16,13 +16,18 @@ Importing this module loads neither torch nor sentence-transformers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from iso_bench.backbones.features import to_host
 from iso_bench.methods.base import MethodError
+from iso_bench.numerics.linalg import row_blocks
+
+TRANSFORM_BATCH = 4096  # texts whose pooled rows a token-level variant reads at a time
+TRANSFORM_VALUES = 1 << 26  # values (rows x width) of rows it transforms and pools at a time, whole texts: O(block)
+# memory, 512 MiB a float64 copy (174,762 rows at 384-d, 16,384 at 4,096-d)
 
 ONE_ROW = ("cls", "lasttoken")
 """Pooling modes that read a single row of the text: the store keeps that row only."""
@@ -188,3 +193,36 @@ def whole_rows(transform: Any) -> Any:
         return transform(np.repeat(X, 2, axis=0))[:1] if len(X) == 1 else transform(X)
 
     return run
+
+
+def pooled_batches(store: Any, method: Any, spec: str, texts: Sequence[str], *, skip_empty: bool = False,
+                   desc: str | None = None, **where: Any) -> Iterator[np.ndarray]:
+    """A token-level variant's sentence vectors of ``texts`` (before any storage stage), :data:`TRANSFORM_BATCH`
+    texts at a time: the rows the model's pooling reads (``store.pool_rows``), transformed by the fitted ``method``
+    (:func:`before_pooling`), then the model's pooling and head (``backbone.pool``); an affine method after a
+    pooling that averages runs on the pooled vectors instead (:func:`pools_first`). Other methods transform at most
+    :data:`TRANSFORM_VALUES` values of rows at a time (whole texts). A text without any token is refused, or left
+    out with ``skip_empty`` (a fit corpus)."""
+    backbone = store.backbone
+    transform = before_pooling(method, spec, backbone)
+    first = pools_first(method, backbone)
+    extra = {"desc": desc} if desc else {}
+    for i in range(0, len(texts), TRANSFORM_BATCH):
+        batch = list(texts[i:i + TRANSFORM_BATCH])
+        rows = store.pool_rows(batch, **extra, **where)
+        lengths = [len(r) for r in rows]
+        if skip_empty:
+            rows = [r for r in rows if len(r)]
+            lengths = [n for n in lengths if n]
+        elif min(lengths, default=1) == 0:
+            empty = [batch[j] for j, n in enumerate(lengths) if n == 0][:3]
+            raise ValueError(f"texts without any token cannot be pooled at token level: {empty!r}")
+        if not rows:
+            continue
+        if first:
+            yield backbone.pool(rows, between=whole_rows(transform), **where)
+            continue
+        limit = max(2, TRANSFORM_VALUES // max(1, rows[0].shape[1]))  # rows of a block: its values bounded
+        for a, b in row_blocks(lengths, limit):  # a method's float64 copies: a block's, not all
+            Z, ends = transform(np.concatenate(rows[a:b], axis=0)), np.cumsum(lengths[a:b])
+            yield backbone.pool(np.split(Z, ends[:-1]), **where)
