@@ -4,7 +4,9 @@ The top-k eigenvectors u of G = M M^T (m x m) give the directions v = M^T u / ||
 exact arithmetic. The tolerance stated and tested here, against the float64 SVD the code used before: the sine of
 the largest principal angle between the two subspaces under 1e-8, every entry within 1e-8 (the same signs), rows
 orthonormal to 1e-10. Where the Gram matrix cannot resolve a direction's variance (repeated members), the SVD
-decides, as before, to the last bit.
+decides, as before, to the last bit. And the copies fit makes at 4,096-d: none of a cluster's members in float64,
+float64 copies of rows that tie in float32 a block at a time, one float64 copy for scikit-learn's k-means++, and
+the mixture's probabilities as before to the last bit.
 """
 
 from __future__ import annotations
@@ -113,3 +115,48 @@ def test_fit_on_wide_float32_clusters_makes_no_float64_copy_of_their_members() -
     assert peak < 1.7 * X.nbytes, peak / X.nbytes
     assert sorted(method.cluster_sizes_.tolist()) == [400, 400, 400]
 
+
+def test_kmeanspp_on_float32_input_is_scikit_learns_kmeans_on_its_float64_values() -> None:
+    from sklearn.cluster import KMeans
+
+    X32 = np.vstack([anisotropic(200, 12, seed=i) + 4.0 * i for i in range(4)]).astype(np.float32)
+    kept = X32.copy()
+    method = ClusterPCA(n_clusters=4, n_directions=2, init="kmeanspp", seed=5).fit(X32)
+    km = KMeans(n_clusters=4, init="k-means++", n_init=1, max_iter=10, tol=0.0, random_state=5).fit(
+        X32.astype(np.float64))
+    np.testing.assert_array_equal(method.centroids_, km.cluster_centers_)  # its own float64 copy, centred in place
+    np.testing.assert_array_equal(method.predict(X32), km.labels_)
+    np.testing.assert_array_equal(X32, kept)  # the input untouched
+
+
+def test_rows_that_tie_in_float32_go_to_vq_a_block_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scipy.cluster import vq as scipy_vq
+
+    from iso_bench.methods.cluster_pca import _BLOCK, _nearest
+
+    rng = np.random.default_rng(6)
+    centroids = 1000.0 + rng.normal(size=(4, 64))  # far from the origin, close to each other: float32 ties
+    X = (centroids[rng.integers(0, 4, 3000)] + rng.normal(size=(3000, 64))).astype(np.float32)
+    expected = scipy_vq.vq(X.astype(np.float64), centroids)[0]
+    calls = []
+
+    def counted(obs: np.ndarray, *args: object, **kwargs: object) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(len(obs))
+        return expected_vq(obs, *args, **kwargs)
+
+    expected_vq = scipy_vq.vq
+    monkeypatch.setattr(scipy_vq, "vq", counted)
+    np.testing.assert_array_equal(_nearest(X, centroids), expected)
+    assert len(calls) > 2 and max(calls) <= _BLOCK  # float64 copies of at most _BLOCK rows at a time
+
+
+def test_the_mixtures_log_probability_doubles_the_means_not_the_vectors() -> None:
+    from iso_bench.methods.cluster_pca import _gmm_log_prob
+
+    rng = np.random.default_rng(7)
+    X, means, variances = rng.normal(size=(500, 30)), rng.normal(size=(5, 30)), rng.uniform(0.5, 2.0, size=(5, 30))
+    weights = np.full(5, 0.2)
+    precision = 1.0 / variances
+    sq = (X * X) @ precision.T - 2.0 * X @ (means * precision).T + ((means * means) * precision).sum(axis=1)
+    before = np.log(weights) - 0.5 * (np.log(2.0 * np.pi * variances).sum(axis=1) + sq)
+    np.testing.assert_array_equal(_gmm_log_prob(X, weights, means, variances), before)  # to the last bit

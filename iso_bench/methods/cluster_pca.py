@@ -93,7 +93,9 @@ def _closest(X: np.ndarray, centroids: np.ndarray, norms: np.ndarray) -> np.ndar
     if len(tied):
         from scipy.cluster.vq import vq  # lazily: scipy is slow to import
 
-        labels[tied] = vq(X[tied].astype(np.float64), centroids, check_finite=False)[0]
+        for start in range(0, len(tied), _BLOCK):  # bounded float64 copies, however many rows tie
+            rows = tied[start : start + _BLOCK]
+            labels[rows] = vq(X[rows].astype(np.float64), centroids, check_finite=False)[0]
     return labels
 
 
@@ -147,7 +149,8 @@ def _gmm_log_prob(X: np.ndarray, weights: np.ndarray, means: np.ndarray, varianc
     what scikit-learn's diagonal ``GaussianMixture.predict`` maximises."""
     X = X.astype(np.float64, copy=False)
     precision = 1.0 / variances
-    sq = (X * X) @ precision.T - 2.0 * X @ (means * precision).T + ((means * means) * precision).sum(axis=1)
+    # X @ (2 A): (2 X) @ A to the last bit (2 scales exactly), without an n x d temporary
+    sq = (X * X) @ precision.T - X @ (2.0 * (means * precision)).T + ((means * means) * precision).sum(axis=1)
     return np.log(weights) - 0.5 * (np.log(2.0 * np.pi * variances).sum(axis=1) + sq)
 
 
@@ -299,9 +302,10 @@ class ClusterPCA(Method):
             return centroids, weights, variances, _assign(X64, centroids, weights, variances)
         from sklearn.cluster import KMeans  # lazily: scikit-learn is slow to import
 
-        # tol=0: always the 10 iterations, as kmeans2 (and no pass over X to scale a tolerance)
+        # tol=0: always the 10 iterations, as kmeans2 (and no pass over X to scale a tolerance); our own
+        # float64 copy may be centred in place (copy_x=False: the same arithmetic, without a second copy)
         km = KMeans(n_clusters=c, init="k-means++", n_init=1, max_iter=_KMEANS_ITER, tol=0.0,
-                    random_state=self.seed).fit(X64)
+                    random_state=self.seed, copy_x=X64 is X).fit(X64)
         centroids = np.array(km.cluster_centers_, dtype=np.float64)
         return centroids, None, None, _nearest(X, centroids)
 
