@@ -9,10 +9,16 @@ vectors, of the cluster means, and of the removed subspaces (the sine of the lar
     python benchmarks/bench_cluster_pca.py                        # synthetic 75,000 x 384 float32 matrix
     python benchmarks/bench_cluster_pca.py --npz tokens.npz       # a float32 matrix saved by numpy (first array)
     python benchmarks/bench_cluster_pca.py --cache /tmp/prof/cache  # token vectors of an iso_bench raw-vector cache
+    python benchmarks/bench_cluster_pca.py --versus head --dim 4096 --rows 60000 --repeat 1
+
+``--versus head`` times fit against the code before the Gram matrix instead (git 56f26bb: ``head_directions``
+below, a float64 SVD of a cluster with no more members than dimensions), the rest of the fit the same, and
+prints the time the directions took apart: at 4,096-d most clusters of 60,000 vectors have fewer members.
 
 The synthetic matrix mimics contextual token vectors: overlapping anisotropic Gaussian clusters with an
-offset and a few large outlier dimensions. Prints the timings (the best of ``--repeat`` runs) and the ratios
-new/old; nothing is asserted (timings on shared machines are noisy: the load average is printed too).
+offset and a few large outlier dimensions (wider than 384-d, each cluster spreads in 384 random directions).
+Prints the timings (the best of ``--repeat`` runs) and the ratios new/old; nothing is asserted (timings on
+shared machines are noisy: the load average is printed too).
 """
 
 from __future__ import annotations
@@ -100,6 +106,68 @@ def old_transform(state: dict, X: np.ndarray) -> np.ndarray:
     return out
 
 
+def head_directions(members: np.ndarray, k: int) -> np.ndarray:
+    """``cluster_pca._directions`` before the Gram matrix (git 56f26bb)."""
+    from scipy.linalg import eigh
+
+    m, d = members.shape
+    if m > d:
+        vals, vecs = eigh(members.T @ members, subset_by_index=[d - k, d - 1], overwrite_a=True, check_finite=False)
+        sv, vt = np.sqrt(np.clip(vals[::-1], 0.0, None)), vecs[:, ::-1].T.astype(np.float64)
+    else:
+        _, sv, vt = np.linalg.svd(members.astype(np.float64), full_matrices=False)
+    return fix_signs(vt[:k][sv[:k] > 1e-12 * sv[0]])
+
+
+def versus_head(X: np.ndarray, c: int, k: int, seed: int, repeat: int) -> None:
+    """Fit with ``head_directions``, then with today's ``_directions``: times (fit, and the directions within
+    it, of the fastest fit) and how far apart the fitted states and outputs are."""
+    from iso_bench.methods import cluster_pca
+
+    today, fitted, rows = cluster_pca._directions, {}, []
+    for name, directions in (("old", head_directions), ("new", today)):
+        spent: list[float] = []
+
+        def timed(members: np.ndarray, kk: int, directions=directions, spent=spent) -> np.ndarray:
+            start = time.perf_counter()
+            out = directions(members, kk)
+            spent.append(time.perf_counter() - start)
+            return out
+
+        cluster_pca._directions = timed
+        try:
+            runs = []
+            for _ in range(repeat):
+                spent.clear()
+                start = time.perf_counter()
+                fitted[name] = ClusterPCA(n_clusters=c, n_directions=k, seed=seed).fit(X)
+                runs.append((time.perf_counter() - start, sum(spent)))
+        finally:
+            cluster_pca._directions = today
+        rows.append(min(runs))
+    print(f"load average after:  {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    old, new = fitted["old"], fitted["new"]
+    print(f"\n{'':10} {'old s':>8} {'new s':>8} {'new/old':>8}")
+    for i, what in enumerate(("fit", "directions")):
+        print(f"{what:10} {rows[0][i]:8.3f} {rows[1][i]:8.3f} {rows[1][i] / rows[0][i]:8.3f}")
+    sizes = new.cluster_sizes_
+    print(f"\nclusters with no more members than dimensions: {int(((sizes > 0) & (sizes <= X.shape[1])).sum())} of {c} "
+          f"(sizes {sizes.min()} to {sizes.max()})")
+    same = [key for key in ("centroids_", "means_", "cluster_sizes_", "n_directions_")
+            if np.array_equal(getattr(old, key), getattr(new, key))]
+    print(f"equal to the last bit: {', '.join(same)}; components equal: "
+          f"{np.array_equal(old.components_, new.components_)}")
+    angles = []  # on orthonormal bases (float32 eigenvectors are orthonormal only to about 1e-7)
+    for a, b, used in zip(old.components_, new.components_, new.n_directions_, strict=True):
+        if used and not np.array_equal(a, b):
+            qa, qb = np.linalg.qr(a[:used].T)[0], np.linalg.qr(b[:used].T)[0]
+            angles.append(float(np.linalg.norm(qa - qb @ (qb.T @ qa), ord=2)))
+    print(f"removed subspaces that differ: {len(angles)}, largest sine of a principal angle: "
+          f"{max(angles, default=0.0):.3g}")
+    print(f"largest |new - old| transformed entry: {np.abs(new.transform(X) - old.transform(X)).max():.3g} "
+          f"(largest |entry| of X {np.abs(X).max():.3g})")
+
+
 # ---- data ---------------------------------------------------------------------------------------
 def synthetic(n: int, d: int, seed: int = 0) -> np.ndarray:
     """Token-like float32 vectors: 40 overlapping anisotropic clusters of uneven sizes around a common
@@ -110,8 +178,9 @@ def synthetic(n: int, d: int, seed: int = 0) -> np.ndarray:
     offset = rng.normal(size=d) * 0.3
     parts = []
     for size in sizes:
-        spread = rng.normal(size=(d, d)) * np.exp(-np.arange(d) / 40.0)  # decaying spectrum, own directions
-        parts.append(offset + rng.normal(size=d) * 0.5 + rng.normal(size=(size, d)) @ spread.T * 0.05)
+        r = min(d, 384)  # 384-d and narrower: the same draws as before
+        spread = rng.normal(size=(d, r)) * np.exp(-np.arange(r) / 40.0)  # decaying spectrum, own directions
+        parts.append(offset + rng.normal(size=d) * 0.5 + rng.normal(size=(size, r)) @ spread.T * 0.05)
     X = np.vstack(parts)
     X[:, [7, 123, 301]] += np.array([-6.0, 4.0, 3.0]) + rng.normal(size=(n, 3)) * 0.5
     return rng.permutation(X).astype(np.float32)
@@ -153,6 +222,8 @@ def main() -> None:
     parser.add_argument("--directions", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--versus", choices=("kmeans2", "head"), default="kmeans2",
+                        help="old: the kmeans2 implementation (default) or the directions before the Gram matrix")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the warning about a tiny cluster is not news here
 
@@ -171,6 +242,8 @@ def main() -> None:
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())} on {os.cpu_count()} cores")
 
     c, k, seed = args.clusters, args.directions, args.seed
+    if args.versus == "head":
+        return versus_head(X, c, k, seed, args.repeat)
     t_old_fit, state = best(lambda: old_fit(X, c, k, seed), args.repeat)
     t_old_tr, old_out = best(lambda: old_transform(state, X), args.repeat)
     method = ClusterPCA(n_clusters=c, n_directions=k, seed=seed)

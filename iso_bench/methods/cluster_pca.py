@@ -17,7 +17,8 @@ are imported where they are used. The fitted state is numpy arrays only.
 Speed: a task's token vectors are many (75,000 x 384 on an STS task). float32 input stays float32 (no
 230 MB float64 copy); each assignment is one matrix product in the input's precision, rows too close to
 a tie for it decided by scipy's own ``vq`` in float64 (:func:`_closest`); the rows are gathered by
-cluster once, and scatter matrices and their eigenvectors are in the input's precision.
+cluster once, and scatter matrices and their eigenvectors are in the input's precision (a cluster with fewer
+members than dimensions: the eigenvectors of its members' float64 Gram matrix, :func:`_gram_directions`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ The k-means++ variant runs one scikit-learn ``KMeans`` of 10 iterations (``n_ini
 _BLOCK = 512
 """Rows ``transform`` processes at a time: 768 KB of 384-d float32 rows stay in the CPU's cache (a third
 faster than gathering all rows, updating them and scattering them back)."""
+_COLUMNS = 512
+"""Columns of float32 members cast to float64 at a time for their Gram matrix (12 MB for 3,000 members)."""
+_GRAM_FLOOR = 1e-8
+"""The smallest k-th variance, relative to the largest, left to a cluster's Gram matrix (its eigenvalues err
+by about m u times the largest: under 1e-12 of it for m <= 4,096); below, the SVD (:func:`_gram_directions`)."""
 
 
 def _rounding(dtype: np.dtype | type, d: int) -> float:
@@ -87,7 +93,9 @@ def _closest(X: np.ndarray, centroids: np.ndarray, norms: np.ndarray) -> np.ndar
     if len(tied):
         from scipy.cluster.vq import vq  # lazily: scipy is slow to import
 
-        labels[tied] = vq(X[tied].astype(np.float64), centroids, check_finite=False)[0]
+        for start in range(0, len(tied), _BLOCK):  # bounded float64 copies, however many rows tie
+            rows = tied[start : start + _BLOCK]
+            labels[rows] = vq(X[rows].astype(np.float64), centroids, check_finite=False)[0]
     return labels
 
 
@@ -141,7 +149,8 @@ def _gmm_log_prob(X: np.ndarray, weights: np.ndarray, means: np.ndarray, varianc
     what scikit-learn's diagonal ``GaussianMixture.predict`` maximises."""
     X = X.astype(np.float64, copy=False)
     precision = 1.0 / variances
-    sq = (X * X) @ precision.T - 2.0 * X @ (means * precision).T + ((means * means) * precision).sum(axis=1)
+    # X @ (2 A): (2 X) @ A to the last bit (2 scales exactly), without an n x d temporary
+    sq = (X * X) @ precision.T - X @ (2.0 * (means * precision)).T + ((means * means) * precision).sum(axis=1)
     return np.log(weights) - 0.5 * (np.log(2.0 * np.pi * variances).sum(axis=1) + sq)
 
 
@@ -157,19 +166,47 @@ def _assign(X: np.ndarray, centroids: np.ndarray, weights: np.ndarray | None,
 def _directions(members: np.ndarray, k: int) -> np.ndarray:
     """Top-``k`` principal directions (rows, float64) of centred ``members``, largest entry made positive.
 
-    Many members: the top eigenvectors of the d x d scatter matrix (O(m d^2), then only k of the d
-    eigenpairs), computed in the members' dtype: float32 halves the time of both (the 27 eigensolvers
-    are a third of a fit), and the subspaces agree with float64 ones to within 5e-6 on MiniLM token
-    vectors (sine of the largest principal angle; benchmarks/bench_cluster_pca.py prints it)."""
+    More members than dimensions: the top eigenvectors of the d x d scatter matrix (O(m d^2), then only k
+    of the d eigenpairs), computed in the members' dtype: float32 halves the time of both, and the
+    subspaces agree with float64 ones to within 5e-6 on MiniLM token vectors (sine of the largest principal
+    angle; benchmarks/bench_cluster_pca.py prints it). Otherwise the smaller m x m float64 Gram matrix
+    (:func:`_gram_directions`), or the float64 SVD of the members where that cannot resolve them."""
     m, d = members.shape
     if m > d:
         from scipy.linalg import eigh  # lazily: scipy is slow to import
 
         vals, vecs = eigh(members.T @ members, subset_by_index=[d - k, d - 1], overwrite_a=True, check_finite=False)
         sv, vt = np.sqrt(np.clip(vals[::-1], 0.0, None)), vecs[:, ::-1].T.astype(np.float64)
+    elif (found := _gram_directions(members, k)) is not None:
+        sv, vt = found
     else:
         _, sv, vt = np.linalg.svd(members.astype(np.float64), full_matrices=False)
     return fix_signs(vt[:k][sv[:k] > 1e-12 * sv[0]])  # drop directions without variance (duplicate members)
+
+
+def _gram_directions(members: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(singular values, directions)``: the top ``k`` of m <= d centred ``members`` from their float64
+    Gram matrix ``G = M M^T = U S^2 U^T`` (k of its m eigenpairs), ``v = M^T u / ||M^T u||``: the SVD's
+    directions, to rounding, in a tenth of its time at 2,500 x 4,096. float32 members are cast ``_COLUMNS``
+    columns at a time. None where the k-th variance is under ``_GRAM_FLOOR`` of the largest: G, which
+    squares the spread of the singular values, cannot tell a small variance from none (repeated members)."""
+    from scipy.linalg import eigh  # lazily: scipy is slow to import
+    from scipy.linalg.blas import get_blas_funcs
+
+    m, d = members.shape
+    step = d if members.dtype == np.float64 else _COLUMNS
+    G = np.zeros((m, m), order="F")
+    syrk = get_blas_funcs("syrk", (G,))
+    for start in range(0, d, step):  # G += B B^T; BLAS sees the C-ordered B as B^T, Fortran-ordered
+        B = members[:, start : start + step].astype(np.float64, copy=False)
+        G = syrk(1.0, B.T, beta=1.0, c=G, trans=1, lower=1, overwrite_c=1)
+    vals, U = eigh(G, lower=True, subset_by_index=[m - k, m - 1], overwrite_a=True, check_finite=False)
+    if not vals[0] > _GRAM_FLOOR * vals[-1]:
+        return None
+    vt = np.empty((k, d))
+    for start in range(0, d, step):
+        vt[:, start : start + step] = U[:, ::-1].T @ members[:, start : start + step].astype(np.float64, copy=False)
+    return np.sqrt(vals[::-1]), vt / np.linalg.norm(vt, axis=1, keepdims=True)
 
 
 def _group(labels: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
@@ -265,9 +302,10 @@ class ClusterPCA(Method):
             return centroids, weights, variances, _assign(X64, centroids, weights, variances)
         from sklearn.cluster import KMeans  # lazily: scikit-learn is slow to import
 
-        # tol=0: always the 10 iterations, as kmeans2 (and no pass over X to scale a tolerance)
+        # tol=0: always the 10 iterations, as kmeans2 (and no pass over X to scale a tolerance); our own
+        # float64 copy may be centred in place (copy_x=False: the same arithmetic, without a second copy)
         km = KMeans(n_clusters=c, init="k-means++", n_init=1, max_iter=_KMEANS_ITER, tol=0.0,
-                    random_state=self.seed).fit(X64)
+                    random_state=self.seed, copy_x=X64 is X).fit(X64)
         centroids = np.array(km.cluster_centers_, dtype=np.float64)
         return centroids, None, None, _nearest(X, centroids)
 
