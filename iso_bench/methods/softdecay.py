@@ -103,10 +103,18 @@ class SoftDecay(Method):
         self.decayed_ = soft_decay(self.singular_values_, self.alpha)
 
     def transform(self, X: np.ndarray) -> np.ndarray:
-        """``X @ V_ diag(decayed_ / singular_values_) V_^T`` as float64, shape ``(n, dim)``."""
+        """``X @ V_ diag(decayed_ / singular_values_) V_^T`` as float64, shape ``(n, dim)``: one product with that
+        d x d map (computed once per fit) where the rank r exceeds d / 2, else two products of r columns."""
         self._check_fitted()
-        X = self._check_input(X, fitting=False)
-        return matmul(matmul(X, self.V_, self.device) * (self.decayed_ / self.singular_values_), self.V_.T, self.device)
+        X = self._check_input(X, fitting=False, float64=False)
+        d, r = self.V_.shape
+        ratio = self.decayed_ / self.singular_values_
+        if 2 * r <= d:
+            return matmul(matmul(X, self.V_, self.device) * ratio, self.V_.T, self.device)
+        cached = getattr(self, "_map", None)
+        if cached is None or cached[0] is not self.V_:  # a new fit: its map again
+            cached = self._map = (self.V_, matmul(self.V_ * ratio, self.V_.T, self.device))
+        return matmul(X, cached[1], self.device)
 
     def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """``(None, V_ diag(decayed_ / singular_values_) V_^T)``: linear, no offset (X is not centred)."""

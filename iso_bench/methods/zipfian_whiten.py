@@ -40,9 +40,10 @@ import numpy as np
 
 from iso_bench.methods.base import register
 from iso_bench.methods.whiten import Whiten
-from iso_bench.numerics.linalg import matmul
+from iso_bench.numerics.linalg import gram
 
 WEIGHTS = ("zipf", "uniform")
+_BLOCK = 65_536  # fit vectors whose weighted sum is taken at a time (a float64 copy of a block, not of all)
 
 
 @register
@@ -99,7 +100,10 @@ class ZipfianWhiten(Whiten):
         self.n_occurrences_ = int(moments.n)
 
     def fit(self, X: np.ndarray, token_types: np.ndarray | None = None) -> ZipfianWhiten:
-        X = self._check_fit_input(X)
+        """The weighted mean and covariance of the fit vectors, then :class:`Whiten`'s map. The covariance is one
+        symmetric product (``Y^T Y`` with ``Y = sqrt(w) (X - mean)``, half the multiply-adds of a general one) of
+        the one float64 copy of ``X`` (float32 input stays float32 until it is centred)."""
+        X = self._check_fit_input(X, float64=False)
         n = len(X)
         if token_types is not None:
             token_types = np.asarray(token_types).reshape(-1)
@@ -108,14 +112,19 @@ class ZipfianWhiten(Whiten):
         if self.weights == "uniform" and token_types is None:
             self._refuse("weights=uniform needs the token type of every fit vector (a token-level fit gives "
                          "them); fit it at token level, or use weights=zipf")
-        if self.weights == "zipf":
-            w = np.full(n, 1.0 / n)
+        if self.weights == "zipf":  # every occurrence weighs 1/n
+            mean = X.mean(axis=0, dtype=np.float64)
+            Xc = X - mean
+            scatter = gram(Xc, self.device) / n
         else:
             _, inverse, counts = np.unique(token_types, return_inverse=True, return_counts=True)
             w = 1.0 / (len(counts) * counts[inverse.reshape(-1)])
-        mean = w @ X
-        Xc = X - mean
-        self._whiten(mean, matmul((Xc * w[:, None]).T, Xc, self.device))
+            mean = sum(w[i:i + _BLOCK] @ X[i:i + _BLOCK].astype(np.float64) for i in range(0, n, _BLOCK))
+            Xc = X - mean
+            Xc *= np.sqrt(w)[:, None]
+            scatter = gram(Xc, self.device)
+        del Xc
+        self._whiten(mean, scatter)
         self.n_types_ = None if token_types is None else int(len(np.unique(token_types)))
         self.n_occurrences_ = int(n)
         return self
