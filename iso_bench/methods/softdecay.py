@@ -104,19 +104,24 @@ class SoftDecay(Method):
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """``X @ V_ diag(decayed_ / singular_values_) V_^T`` as float64, shape ``(n, dim)``: one product with that
-        d x d map (computed once per fit) where the rank r exceeds d / 2, else two products of r columns."""
+        d x d map (:meth:`_map`) where the rank r exceeds d / 2, else two products of r columns."""
         self._check_fitted()
         X = self._check_input(X, fitting=False, float64=False)
         d, r = self.V_.shape
-        ratio = self.decayed_ / self.singular_values_
         if 2 * r <= d:
-            return matmul(matmul(X, self.V_, self.device) * ratio, self.V_.T, self.device)
-        cached = getattr(self, "_map", None)
+            return matmul(matmul(X, self.V_, self.device) * (self.decayed_ / self.singular_values_), self.V_.T,
+                          self.device)
+        return matmul(X, self._map(), self.device)
+
+    def _map(self) -> np.ndarray:
+        """The d x d map ``V_ diag(decayed_ / singular_values_) V_^T``, computed once per fit."""
+        cached = getattr(self, "_map_of", None)
         if cached is None or cached[0] is not self.V_:  # a new fit: its map again
-            cached = self._map = (self.V_, matmul(self.V_ * ratio, self.V_.T, self.device))
-        return matmul(X, cached[1], self.device)
+            ratio = self.decayed_ / self.singular_values_
+            cached = self._map_of = (self.V_, matmul(self.V_ * ratio, self.V_.T, self.device))
+        return cached[1]
 
     def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """``(None, V_ diag(decayed_ / singular_values_) V_^T)``: linear, no offset (X is not centred)."""
         self._check_fitted()
-        return None, (self.V_ * (self.decayed_ / self.singular_values_)) @ self.V_.T
+        return None, self._map()

@@ -147,14 +147,17 @@ class Whiten(Method):
         the d x d map ``W_ U_k^T``, computed once per fit (fewer multiply-adds than two products of k columns)."""
         self._check_fitted()
         d, k = self.W_.shape
-        U = self.W_ / np.linalg.norm(self.W_, axis=0)  # U_k: W_ = U_k Lambda_k^-1/2, columns of unit length
         if 2 * k <= d:
-            return matmul(self.transform(X), U.T, self.device)
+            return matmul(self.transform(X), self._directions().T, self.device)
         cached = getattr(self, "_back", None)
         if cached is None or cached[0] is not self.W_:  # a new fit: its map again
-            cached = self._back = (self.W_, matmul(self.W_, U.T, self.device))
+            cached = self._back = (self.W_, matmul(self.W_, self._directions().T, self.device))
         X = self._check_input(X, fitting=False, float64=False)
         return matmul(X - self.mean_, cached[1], self.device)
+
+    def _directions(self) -> np.ndarray:
+        """U_k: ``W_ = U_k Lambda_k^-1/2``, its columns made unit length."""
+        return self.W_ / np.linalg.norm(self.W_, axis=0)
 
     def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """``(mean_, W_)`` (zca and zipfian-whiten too: their ``W_`` is their map)."""
