@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from functools import lru_cache
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -226,10 +227,30 @@ def atomic_write_json(path: Path, data: Any) -> None:
 
 
 def texts_digest(texts: Iterable[str]) -> str:
-    """SHA-256 over the texts in order, each followed by a newline (the fit corpus record's ``texts_sha256``)."""
-    h = hashlib.sha256()
-    for t in texts:
-        h.update(t.encode("utf-8") + b"\n")
+    """SHA-256 over the texts in order, each followed by a newline (the fit corpus record's ``texts_sha256``).
+    A tuple's digest is kept for the next call with an equal tuple: every variant of a run records (and keys its
+    fits by) the same fit corpora.
+
+    >>> texts_digest(("a", "b")) == hashlib.sha256(b"a\\nb\\n").hexdigest() == texts_digest(["a", "b"])
+    True
+    """
+    if isinstance(texts, tuple):
+        return _tuple_digest(texts)
+    return _digest_of(texts)
+
+
+@lru_cache(maxsize=8)  # a run's fit corpora, task by task
+def _tuple_digest(texts: tuple[str, ...]) -> str:
+    return _digest_of(texts)
+
+
+_DIGEST_TEXTS = 4096  # texts joined into one update: one bytes copy of that many texts at a time
+
+
+def _digest_of(texts: Iterable[str]) -> str:
+    h, it = hashlib.sha256(), iter(texts)
+    while chunk := list(islice(it, _DIGEST_TEXTS)):
+        h.update(("\n".join(chunk) + "\n").encode("utf-8"))
     return h.hexdigest()
 
 

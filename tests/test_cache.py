@@ -200,3 +200,34 @@ def test_a_request_not_to_remember_leaves_the_kept_matrices_as_they_were() -> No
     batch = store.sentences(["d", "e"], remember=False)  # a streaming fit's batch
     assert list(store._recent.values()) == [kept] and not batch.flags.writeable
     assert store.sentences(["d", "e"], remember=False) is not batch  # read again, not served from memory
+
+
+def test_the_index_asks_sqlite_for_a_key_once_and_forgets_a_dropped_shards_entries(tmp_path) -> None:
+    from iso_bench.vectors.index import ShardIndex
+
+    keys = [text_key(t) for t in ("a", "b", "c")]
+    for name, key in (("sentence-a.npz", keys[0]), ("sentence-b.npz", keys[1])):
+        ShardIndex(tmp_path).add("sentence", name, write_shard(tmp_path / name, [key], [np.ones(3, np.float32)]))
+    index = ShardIndex(tmp_path)  # a process that did not write them: it learns them from SQLite
+    asked: list[str] = []
+    index.db.set_trace_callback(asked.append)
+    first = index.lookup("sentence", keys)
+    assert sorted(v[0] for v in first.values()) == ["sentence-a.npz", "sentence-b.npz"]
+    assert any(q.startswith("SELECT e.key") for q in asked)
+    asked.clear()
+    assert index.lookup("sentence", keys[:2]) == first  # both known: SQLite is not asked
+    assert not any(q.startswith("SELECT") for q in asked)
+    index.drop(["sentence-a.npz"])
+    assert set(index.lookup("sentence", keys)) == {keys[1]}
+
+
+def test_a_shard_damaged_after_this_store_read_it_is_still_caught_and_recomputed(tmp_path, caplog) -> None:
+    bb = CountingBackbone()
+    store = EmbeddingStore(bb, tmp_path, kinds=("tokens",), progress=False)
+    assert [t.tolist() for t in store.tokens(["a b"])] == [[[3.0] * 3] * 2]
+    (shard,) = list(tmp_path.rglob("tokens-*.npz"))
+    raw = bytearray(shard.read_bytes())
+    raw[locate(shard)[0] + 5] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    assert [t.tolist() for t in store.tokens(["a b"])] == [[[3.0] * 3] * 2]  # the entry it knew failed its CRC
+    assert bb.encoded == ["a b", "a b"] and "damaged cache shard" in caplog.text

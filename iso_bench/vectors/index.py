@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,7 @@ CREATE TABLE IF NOT EXISTS entries (kind TEXT NOT NULL, key BLOB NOT NULL, shard
 CREATE INDEX IF NOT EXISTS entries_by_shard ON entries (shard);
 """
 _BATCH = 50_000  # keys looked up per query
+_KNOWN_LIMIT = 1_000_000  # entries this process remembers (about 200 bytes each); beyond it, it forgets them all
 
 def text_key(text: str, span: tuple[int, int] | None = None, context: str | None = None) -> bytes:
     """The 32-byte cache key of a text (and a character span within it), encoded under ``context`` (the
@@ -72,6 +74,10 @@ class ShardIndex:
         self.path = self.folder / INDEX_NAME
         self._local = threading.local()
         self._seen: dict[str, set[str]] = {}  # per kind: names of shards this process knows are indexed
+        # per kind: the entries this process has indexed or looked up, key -> (shard, start, stop, crc): an entry
+        # never changes while its shard is indexed, so the variants of a run ask SQLite for each key once
+        self._known: dict[str, dict[bytes, tuple[str, int, int, int]]] = {}
+        self._known_lock = threading.Lock()
 
     # ---- the connection ----------------------------------------------------------------------------
     @property
@@ -131,11 +137,17 @@ class ShardIndex:
             db.executemany("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?)",
                            zip([kind] * len(info.keys), info.keys, [name] * len(info.keys), starts, stops,
                                info.crcs, strict=True))
+        self._remember(kind, zip(info.keys, zip([name] * len(info.keys), starts, stops, info.crcs, strict=True),
+                                 strict=True))
 
     def drop(self, names: Sequence[str]) -> None:
         """Forget shards (gone, damaged or pruned) and their entries."""
         for seen in self._seen.values():
             seen.difference_update(names)
+        gone = set(names)
+        with self._known_lock:
+            for kind, known in self._known.items():
+                self._known[kind] = {k: v for k, v in known.items() if v[0] not in gone}
         with self._transaction() as db:
             for name in names:
                 db.execute("DELETE FROM entries WHERE shard = ?", (name,))
@@ -173,17 +185,38 @@ class ShardIndex:
     # ---- reading -----------------------------------------------------------------------------------
     def lookup(self, kind: str, keys: Sequence[bytes]) -> dict[bytes, tuple[str, int, int, int]]:
         """``{key: (shard, start, stop, crc)}`` of the ``keys`` the index holds (the others are left out)."""
+        known = self._known.get(kind, {})
         out: dict[bytes, tuple[str, int, int, int]] = {}
-        for i in range(0, len(keys), _BATCH):
-            batch = keys[i:i + _BATCH]
+        asked = []
+        for key in keys:
+            hit = known.get(key)
+            if hit is None:
+                asked.append(key)
+            else:
+                out[key] = hit
+        found: dict[bytes, tuple[str, int, int, int]] = {}
+        for i in range(0, len(asked), _BATCH):
+            batch = asked[i:i + _BATCH]
             with self._transaction(immediate=False) as db:  # a temporary table: no lock on the index
                 db.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (key BLOB PRIMARY KEY) WITHOUT ROWID")
                 db.execute("DELETE FROM wanted")
                 db.executemany("INSERT OR IGNORE INTO wanted VALUES (?)", ((k,) for k in batch))
                 rows = db.execute("SELECT e.key, e.shard, e.start, e.stop, e.crc FROM wanted w JOIN entries e "
                                   "ON e.kind = ? AND e.key = w.key", (kind,)).fetchall()
-            out.update((key, (shard, start, stop, crc)) for key, shard, start, stop, crc in rows)
+            found.update((key, (shard, start, stop, crc)) for key, shard, start, stop, crc in rows)
+        self._remember(kind, found.items())
+        out.update(found)
         return out
+
+    def _remember(self, kind: str, entries: Any) -> None:
+        """Keep ``(key, (shard, start, stop, crc))`` entries of ``kind`` for :meth:`lookup` (a key known already
+        keeps the entry it has); all are forgotten past :data:`_KNOWN_LIMIT`."""
+        with self._known_lock:
+            known = self._known.setdefault(kind, {})
+            for key, entry in entries:
+                known.setdefault(key, entry)
+            if sum(map(len, self._known.values())) > _KNOWN_LIMIT:
+                self._known.clear()
 
     def shard(self, name: str) -> tuple[int, int, int, int, str] | None:
         """``(data_offset, rows, dim, ndim, storage)`` of an indexed shard; None when it is not indexed."""

@@ -224,9 +224,9 @@ def read_rows(path: Path, info: Where, starts: np.ndarray, stops: np.ndarray,
     pages are read), each checked against ``crcs[i]`` when given. ``info``: where the data is (:data:`Where`).
     Raises :class:`CacheCorruptError` when the file is shorter than recorded or an entry's CRC differs (the
     shard was damaged after it was indexed)."""
-    data = _mapped(path, info)
+    data = _mapped(path, info).view(np.ndarray)  # the mapped bytes, sliced without np.memmap's bookkeeping
     try:
-        out = [np.array(data[a:b]) for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
+        out = [data[a:b].copy() for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
     finally:
         del data
     if crcs is not None:
