@@ -282,7 +282,14 @@ def mkl_cbwr() -> str | None:
 
 
 def openblas_coretype() -> str | None:
-    """The kernels numpy's and scipy's OpenBLAS run (``Haswell``, ``SkylakeX``, ...); None without OpenBLAS."""
+    """The kernels numpy's and scipy's OpenBLAS run (``Haswell``, ``SkylakeX``, ...); None without OpenBLAS.
+    Chosen when each library was loaded, so asked once per process (listing the libraries takes a few ms; every
+    fit's cache key names them)."""
+    return _openblas_coretype()
+
+
+@functools.lru_cache(maxsize=1)
+def _openblas_coretype() -> str | None:
     import scipy.linalg  # noqa: F401 - scipy's own OpenBLAS is loaded before the libraries are listed
     from threadpoolctl import threadpool_info  # lazily: only where a run describes itself
 
