@@ -328,7 +328,7 @@ def method_names() -> list[str]:
 
     >>> from iso_bench.methods import method_names  # importing the package registers every method
     >>> method_names()[:3]
-    ['raw', 'center', 'clip']
+    ['raw', 'center', 'mean-proj']
     """
     return sorted(METHODS, key=lambda name: (METHODS.get(name).order, name))
 
