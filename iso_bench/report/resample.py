@@ -87,9 +87,9 @@ class Bootstrap:
                         for s, f in zip(samples, scorers, strict=True)], axis=0)
 
     def prepare(self, results: Sequence[Result], design: Design) -> None:
-        """Draw the Spearman scores of ``results`` (one task's) together where they share their gold: one index
-        matrix for all, read once per block (:func:`spearman_together`: the numbers :func:`iso_bench.numerics.stats.
-        spearman` gives each alone, at about a third of the work)."""
+        """Draw the Spearman scores of ``results`` (one task's; subset-weighted ones per subset) together where they
+        share their gold (and subsets): one index matrix for all, read once per block (:func:`spearman_together`:
+        the numbers :func:`iso_bench.numerics.stats.spearman` gives each alone, at about a third of the work)."""
         groups: dict[tuple[str, bytes, str, bytes], list[tuple[Result, Sample]]] = {}
         for r in results:
             samples = self.store.samples(r)
