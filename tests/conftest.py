@@ -52,6 +52,15 @@ def published_board():
     return build_leaderboard(read_results(PUBLISHED_RESULTS))
 
 
+@pytest.fixture(scope="session")
+def v1_computed():
+    """v1's board computed once from its committed results (every interval, paired test and per-budget line), for
+    its markdown and its web page (:func:`iso_bench.report.write_computed`: the files write_leaderboard writes)."""
+    from iso_bench.report import compute_leaderboard
+
+    return compute_leaderboard(V1_BOARD)
+
+
 def _missing(what: str) -> None:
     """Skip on a developer machine without the resource; fail in CI, where it must exist."""
     if os.environ.get("CI"):
