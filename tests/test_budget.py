@@ -109,7 +109,7 @@ def test_the_html_and_latex_boards_carry_the_same_table_beside_them(folder: Path
 def test_a_computed_board_writes_every_format_as_write_leaderboard_does_reading_once(
         folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """compute_leaderboard + write_computed: the files of write_leaderboard, byte for byte, in each format, from one
-    read of the folder and one computation of its per-budget lines."""
+    read of the folder and one computation of its per-budget lines (reusing the board's draws, the same lines)."""
     import iso_bench.report as report
 
     formats = {"markdown": "board.md", "html": "site", "latex": "board.tex"}
@@ -120,6 +120,8 @@ def test_a_computed_board_writes_every_format_as_write_leaderboard_does_reading_
     mine = {fmt: report.write_computed(computed, tmp_path / "once" / name, fmt) for fmt, name in formats.items()}
     assert len(calls) == 1 and len(mine["markdown"]) == 4  # the board, its plot, the budget table and its picture
     monkeypatch.undo()
+    # the boards per size reuse the board's draws (computed.boot): the lines of boards drawn afresh
+    assert computed.budget_lines == budgets(read_results(folder)) and len(computed.budget_lines) > 3
     for fmt, name in formats.items():
         theirs = write_leaderboard(folder, tmp_path / "direct" / name, fmt)
         assert [p.relative_to(tmp_path / "once") for p in mine[fmt]] == [

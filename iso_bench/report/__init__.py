@@ -30,6 +30,7 @@ from iso_bench.report.cells import Leaderboard
 from iso_bench.report.html import render_html
 from iso_bench.report.latex import render_latex
 from iso_bench.report.plots import plot_data, plot_files, plot_outliers, svg_plots, write_plots
+from iso_bench.report.resample import Bootstrap
 from iso_bench.report.results import LeaderboardError, Result, read_results, split_model_name
 from iso_bench.report.tables import (
     format_summary,
@@ -39,6 +40,7 @@ from iso_bench.report.tables import (
     render_outlier_markdown,
     summary_header,
 )
+from iso_bench.report.units import UnitsStore
 
 if TYPE_CHECKING:
     from iso_bench.numerics.outliers import OutlierReport
@@ -114,17 +116,19 @@ class ComputedBoard:
     board: Leaderboard
     ci: bool = True
     accept_modified: bool = False
+    boot: Bootstrap | None = dataclasses.field(default=None, repr=False)  # the board's draws, reused per budget
 
     @functools.cached_property
     def budget_lines(self) -> list[Budget]:
-        return budgets(self.results, self.ci)
+        return budgets(self.results, self.ci, boot=self.boot)
 
 
 def compute_leaderboard(results_dir: str | Path, accept_modified: bool = False, ci: bool = True) -> ComputedBoard:
     """What :func:`write_leaderboard` renders from ``results_dir`` (same arguments, same errors), computed once."""
     _check_folder(results_dir)
     results = read_results(results_dir, accept_modified)
-    return ComputedBoard(results, build_leaderboard(results, ci, accept_modified), ci, accept_modified)
+    boot = Bootstrap(UnitsStore()) if ci else None
+    return ComputedBoard(results, build_leaderboard(results, ci, accept_modified, boot=boot), ci, accept_modified, boot)
 
 
 def write_computed(computed: ComputedBoard, output: str | Path, fmt: str = "markdown", plot: bool = True,
