@@ -197,9 +197,10 @@ def _centred_ranks(weights: np.ndarray, ranker: tuple[np.ndarray, np.ndarray | N
     integers as :func:`iso_bench.numerics.stats.spearman` ranks with)."""
     order, starts, back = ranker
     counts = np.take(weights, order, axis=1)
-    if starts is not None:
-        counts = np.add.reduceat(counts, starts, axis=1)
     ranks = np.cumsum(counts, axis=1, dtype=np.int32)
+    if starts is not None:  # per run of equal values: the count up to its end, and its own (integers: exact)
+        ranks = np.take(ranks, np.r_[starts[1:], weights.shape[1]] - 1, axis=1)
+        counts = np.diff(ranks, axis=1, prepend=np.int32(0))
     ranks *= 2
     ranks -= counts
     ranks -= weights.shape[1]
