@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -50,6 +51,15 @@ def published_board():
     from iso_bench.report import build_leaderboard, read_results
 
     return build_leaderboard(read_results(PUBLISHED_RESULTS))
+
+
+@pytest.fixture(scope="session")
+def v1_computed():
+    """v1's board computed once from its committed results (every interval, paired test and per-budget line), for
+    its markdown and its web page (:func:`iso_bench.report.write_computed`: the files write_leaderboard writes)."""
+    from iso_bench.report import compute_leaderboard
+
+    return compute_leaderboard(V1_BOARD)
 
 
 def _missing(what: str) -> None:
@@ -111,6 +121,33 @@ def hub_mirror() -> Path:
     if not (HUB_MIRROR / "mteb" / "stsbenchmark-sts").is_dir():
         _missing(f"the dataset mirror {HUB_MIRROR}")
     return HUB_MIRROR
+
+
+@pytest.fixture(scope="session")
+def max_dense_dir(tmp_path_factory, minilm_backbone) -> Path:
+    """all-MiniLM-L6-v2 with max pooling and a seeded 384 -> 256 Dense layer before Normalize (built once per session:
+    a session fixture of a test module, imported into another, is built again there)."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+
+    st = SentenceTransformer(MINILM, device="cpu")
+    torch.manual_seed(0)
+    pipeline = SentenceTransformer(modules=[st[0], models.Pooling(384, pooling_mode="max"), models.Dense(384, 256),
+                                            models.Normalize()], device="cpu")
+    folder = tmp_path_factory.mktemp("pipelines") / "minilm-max-dense"
+    pipeline.save(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def static_minilm_dir(tmp_path_factory, minilm_backbone) -> Path:
+    """A static model distilled from all-MiniLM-L6-v2 by the project's recipe (leaderboards/make_static_model.py)."""
+    if importlib.util.find_spec("model2vec") is None:
+        _missing("model2vec (pip install 'iso-bench[static]')")
+    spec = importlib.util.spec_from_file_location("make_static_model", LEADERBOARDS / "make_static_model.py")
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)  # type: ignore[union-attr]
+    return recipe.distill_static(MINILM, tmp_path_factory.mktemp("static") / "static-minilm")
 
 
 class KeywordBackbone:

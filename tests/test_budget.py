@@ -104,3 +104,26 @@ def test_the_html_and_latex_boards_carry_the_same_table_beside_them(folder: Path
         write_scored(one, BASE, variant, "STSBenchmark", sts_units(N, VARIANTS[variant][0], seed=1))
     assert [p.name for p in write_leaderboard(one, tmp_path / "one-site", "html")] == ["index.html"]
     assert [p.name for p in write_leaderboard(one, tmp_path / "one.tex", "latex")] == ["one.tex"]
+
+
+def test_a_computed_board_writes_every_format_as_write_leaderboard_does_reading_once(
+        folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compute_leaderboard + write_computed: the files of write_leaderboard, byte for byte, in each format, from one
+    read of the folder and one computation of its per-budget lines (reusing the board's draws, the same lines)."""
+    import iso_bench.report as report
+
+    formats = {"markdown": "board.md", "html": "site", "latex": "board.tex"}
+    computed = report.compute_leaderboard(folder)
+    calls: list[int] = []
+    monkeypatch.setattr(report, "budgets", lambda *a, **k: calls.append(1) or budgets(*a, **k))
+    monkeypatch.setattr(report, "read_results", lambda *a, **k: pytest.fail("the folder was read again"))
+    mine = {fmt: report.write_computed(computed, tmp_path / "once" / name, fmt) for fmt, name in formats.items()}
+    assert len(calls) == 1 and len(mine["markdown"]) == 4  # the board, its plot, the budget table and its picture
+    monkeypatch.undo()
+    # the boards per size reuse the board's draws (computed.boot): the lines of boards drawn afresh
+    assert computed.budget_lines == budgets(read_results(folder)) and len(computed.budget_lines) > 3
+    for fmt, name in formats.items():
+        theirs = write_leaderboard(folder, tmp_path / "direct" / name, fmt)
+        assert [p.relative_to(tmp_path / "once") for p in mine[fmt]] == [
+            p.relative_to(tmp_path / "direct") for p in theirs], fmt
+        assert [p.read_bytes() for p in mine[fmt]] == [p.read_bytes() for p in theirs], fmt

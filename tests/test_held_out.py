@@ -89,12 +89,13 @@ def test_normalisation_ignores_case_whitespace_and_punctuation_but_not_words() -
 
 
 @pytest.mark.slow
-def test_stsbenchmark_fits_on_its_training_split_held_out(tmp_path: Path, hub_mirror, minilm_backbone) -> None:
+def test_stsbenchmark_fits_on_its_training_split_held_out(tmp_path: Path, hub_mirror, minilm_backbone,
+                                                          vector_cache: Path) -> None:
     from iso_bench.cli import main
 
     results = tmp_path / "results"
     assert main(["run", "--methods", "raw", "whiten", "--tasks", "STSBenchmark", "--fit-corpus", "train",
-                 "--data-dir", str(SHARED_DATA), "--results", str(results), "--cache-dir", str(tmp_path / "cache"),
+                 "--data-dir", str(SHARED_DATA), "--results", str(results), "--cache-dir", str(vector_cache),
                  "--no-progress"]) == 0
     (path,) = results.glob("results/*+whiten/*/**/STSBenchmark.json")
     fit = json.loads(path.read_text())["scores"]["test"][0]["iso_bench"]["fit"]

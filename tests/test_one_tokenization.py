@@ -11,7 +11,6 @@ import pytest
 
 from iso_bench.backbones.base import MIN_ROWS, filled, plan_batches
 from tests.conftest import MINILM, _missing
-from tests.test_pipelines import max_dense_dir, static_dir  # noqa: F401 - session fixtures shared with this file
 
 TEXTS = ["A man is playing a guitar.", "hello world", "money", "A woman slices a cucumber on a board.",
          "a dog runs", "The cat sat on the mat and looked at the dog for a long time.", "hello there",
@@ -51,9 +50,9 @@ def _backbone(model: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def models(max_dense_dir, static_dir) -> dict[str, Any]:  # noqa: F811 - the fixtures imported above
+def models(max_dense_dir, static_minilm_dir) -> dict[str, Any]:
     return {"mean": _backbone(MINILM), "max-dense": _backbone(str(max_dense_dir)),
-            "static": _backbone(str(static_dir))}
+            "static": _backbone(str(static_minilm_dir))}
 
 
 def _count(backbone: Any, monkeypatch: pytest.MonkeyPatch) -> Counting:
@@ -119,13 +118,13 @@ def test_raw_vectors_are_the_pipelines_own_encode_of_the_same_batches(models, na
                 np.testing.assert_array_equal(toks[i], rows[1:-1].numpy())
 
 
-def test_static_features_are_its_own_preprocessing(static_dir: Path) -> None:  # noqa: F811
+def test_static_features_are_its_own_preprocessing(static_minilm_dir: Path) -> None:
     """A static batch collated from the one tokenization is what the static embedding's preprocess makes."""
     from sentence_transformers import SentenceTransformer
 
     from iso_bench.backbones.features import static_collate, static_tokens
 
-    st = SentenceTransformer(str(static_dir), device="cpu")
+    st = SentenceTransformer(str(static_minilm_dir), device="cpu")
     tokens = static_tokens(st[0], TEXTS, "query: ")
     ours = static_collate(tokens, [3, 1, 2])
     theirs = st.preprocess([TEXTS[3], TEXTS[1], TEXTS[2]], prompt="query: ")
@@ -133,7 +132,7 @@ def test_static_features_are_its_own_preprocessing(static_dir: Path) -> None:  #
         assert ours[key].dtype == theirs[key].dtype and ours[key].tolist() == theirs[key].tolist()
 
 
-def test_what_a_model_is_is_resolved_once(tiny_bert_dir: Path, max_dense_dir: Path) -> None:  # noqa: F811
+def test_what_a_model_is_is_resolved_once(tiny_bert_dir: Path, max_dense_dir: Path) -> None:
     """mteb's model, a sentence-transformers folder, a plain HF folder, and a pooling asked for: each resolved to
     how it is run, with the revision it loads at and the modules read once."""
     from iso_bench.backbones.loader import HF, MTEB, PIPELINE, resolve

@@ -153,14 +153,14 @@ def test_the_published_folders_commands_run(tmp_path: Path, monkeypatch: pytest.
 
     import iso_bench.report
 
-    def built(results, ci=True, accept_modified=False):
+    def built(results, ci=True, accept_modified=False, boot=None):
         assert len(results) == published_board.n_files and ci and not accept_modified
         return published_board
 
     monkeypatch.setattr(iso_bench.report, "build_leaderboard", built)
     # the per-budget tables (v2 holds two sizes) rebuild a board per size, and none of them is a committed file of
     # this folder: test_html_leaderboard and test_published_leaderboard check them on v1's published results
-    monkeypatch.setattr(iso_bench.report, "budgets", lambda results, ci=True: [])
+    monkeypatch.setattr(iso_bench.report, "budgets", lambda results, ci=True, boot=None: [])
 
     argv = iso_bench_commands(BOARD_README)
     runs, boards = [a for a in argv if a[0] == "run"], [a for a in argv if a[0] == "leaderboard"]

@@ -26,7 +26,7 @@ from iso_bench.report import (
     write_leaderboard,
 )
 from iso_bench.report.resample import spearman_together
-from tests.report_helpers import main_of, set_record, sign, sts_units, write_result, write_scored
+from tests.report_helpers import main_of, set_record, sign, sts_units, write_result, write_scored, write_units
 
 N = 300  # units per task
 
@@ -335,3 +335,25 @@ def test_spearman_together_equals_stats_spearman_alone() -> None:
         alone = stats.spearman(np.column_stack([p, gold]), idx)
         assert np.array_equal(together[k], alone, equal_nan=True)
     assert np.isnan(together[-1]).all()
+
+
+def test_wmean_variants_drawn_together_get_the_bits_of_each_drawn_alone(tmp_path: Path) -> None:
+    """Bootstrap.prepare draws the subset-weighted Spearman of a task's variants together (same gold, same subsets):
+    the numbers iso_bench.numerics.stats.wmean_spearman gives each alone, ties included."""
+    from iso_bench.report.resample import Bootstrap
+    from iso_bench.report.units import UnitsStore, design_of
+
+    strata = np.repeat([3, 1, 2], [120, 90, 90])
+    for variant, noise in {"raw": 1.0, "center": 0.8, "whiten": 1.3, "abtt": 0.2}.items():
+        units = np.round(sts_units(N, noise, seed=len(variant)), 1)  # rounded: ties in both columns
+        path = write_result(tmp_path, "org/m", variant, "STS12", main_of(units, "wmean", strata))
+        write_units(path, units, "wmean", strata=strata, n_resamples=200, seed=4)
+    store = UnitsStore()
+    results = store.verify(read_results(tmp_path))
+    together, alone = Bootstrap(store), Bootstrap(store)
+    together.prepare(results, design_of(results[0]))
+    assert len(together._draws) == 4  # all drawn by prepare
+    for r in results:
+        design = design_of(r)
+        assert design.n_resamples == 200 and design.seed == 4
+        assert np.array_equal(together.draws(r, design), alone.draws(r, design), equal_nan=True), r.variant

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_pipelines import _result, _run, static_dir  # noqa: F401 - static_dir: the session's static model
+from tests.test_pipelines import _result, _run
 
 STAGED = ["raw", "whiten", "raw-precision=binary", "whiten-precision=binary", "raw-precision=int8",
           "raw-precision=int8-level=token"]  # as a result names raw-level=token-precision=int8
@@ -15,9 +15,9 @@ STAGED = ["raw", "whiten", "raw-precision=binary", "whiten-precision=binary", "r
 
 @pytest.mark.slow
 def test_the_static_encoders_whitened_binary_vector_beats_its_raw_binary_vector(
-        static_dir: Path, tmp_path: Path, hub_mirror, capsys) -> None:  # noqa: F811
+        static_minilm_dir: Path, tmp_path: Path, hub_mirror, capsys) -> None:
     results = tmp_path / "results"
-    assert _run(["--model", str(static_dir), "--methods", *STAGED, "--tasks", "STSBenchmark", "--results",
+    assert _run(["--model", str(static_minilm_dir), "--methods", *STAGED, "--tasks", "STSBenchmark", "--results",
                  str(results), "--cache-dir", str(tmp_path / "cache")]) == 0
     entry = {v: _result(results, f"local__static-minilm+{v}")[0]["scores"]["test"][0] for v in STAGED}
     score = {v: e["main_score"] for v, e in entry.items()}

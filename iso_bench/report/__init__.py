@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import tempfile
 from collections.abc import Callable
@@ -23,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from iso_bench.files import NotARegularFile, atomic_write_text, file_kind, write_target
 from iso_bench.report.board import build_leaderboard
-from iso_bench.report.budget import budget_html, budget_latex, budget_markdown, budgets, write_budget_plots
+from iso_bench.report.budget import Budget, budget_html, budget_latex, budget_markdown, budgets, write_budget_plots
 from iso_bench.report.cells import Leaderboard
 from iso_bench.report.html import render_html
 from iso_bench.report.latex import render_latex
 from iso_bench.report.plots import plot_data, plot_files, plot_outliers, svg_plots, write_plots
+from iso_bench.report.resample import Bootstrap
 from iso_bench.report.results import LeaderboardError, Result, read_results, split_model_name
 from iso_bench.report.tables import (
     format_summary,
@@ -37,6 +40,7 @@ from iso_bench.report.tables import (
     render_outlier_markdown,
     summary_header,
 )
+from iso_bench.report.units import UnitsStore
 
 if TYPE_CHECKING:
     from iso_bench.numerics.outliers import OutlierReport
@@ -91,21 +95,66 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
     >>> write_leaderboard("leaderboards", "leaderboards/leaderboard.md")   # doctest: +SKIP
     [PosixPath('leaderboards/leaderboard.md'), PosixPath('leaderboards/leaderboard-org__model.png')]
     """
+    _check_format(fmt, fragment)
+    _check_folder(results_dir)
+    if fmt == "html" and output is not None:
+        output = _html_index(output)
+    out = None if output is None else writable_output(output)
+    computed = compute_leaderboard(results_dir, accept_modified, ci)
+    if out is None:
+        return render(computed.board, fmt, fragment)
+    return _write(computed, out, fmt, plot, fragment)
+
+
+@dataclasses.dataclass
+class ComputedBoard:
+    """A results folder read and aggregated once (:func:`compute_leaderboard`): its ``results``, its ``board`` (every
+    interval and paired test) and, computed on first use, its per-budget lines (:func:`.budget.budgets`);
+    :func:`write_computed` writes it in any format, so that several formats of one folder cost one computation."""
+
+    results: list[Result]
+    board: Leaderboard
+    ci: bool = True
+    accept_modified: bool = False
+    boot: Bootstrap | None = dataclasses.field(default=None, repr=False)  # the board's draws, reused per budget
+
+    @functools.cached_property
+    def budget_lines(self) -> list[Budget]:
+        return budgets(self.results, self.ci, boot=self.boot)
+
+
+def compute_leaderboard(results_dir: str | Path, accept_modified: bool = False, ci: bool = True) -> ComputedBoard:
+    """What :func:`write_leaderboard` renders from ``results_dir`` (same arguments, same errors), computed once."""
+    _check_folder(results_dir)
+    results = read_results(results_dir, accept_modified)
+    boot = Bootstrap(UnitsStore()) if ci else None
+    return ComputedBoard(results, build_leaderboard(results, ci, accept_modified, boot=boot), ci, accept_modified, boot)
+
+
+def write_computed(computed: ComputedBoard, output: str | Path, fmt: str = "markdown", plot: bool = True,
+                   fragment: bool = False) -> list[Path]:
+    """The files :func:`write_leaderboard` writes to ``output`` in ``fmt``, from a :class:`ComputedBoard`."""
+    _check_format(fmt, fragment)
+    return _write(computed, writable_output(_html_index(output) if fmt == "html" else output), fmt, plot, fragment)
+
+
+def _check_format(fmt: str, fragment: bool) -> None:
     if fmt not in FORMATS:
         raise LeaderboardError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
     if fragment and fmt != "latex":
         raise LeaderboardError(f"--fragment (the tables without the document around them) is for --format latex, "
                                f"not {fmt}: add --format latex, or leave --fragment out")
+
+
+def _check_folder(results_dir: str | Path) -> None:
     if Path(results_dir).is_file():
         raise LeaderboardError(f"{results_dir}: is a file, not a results folder; give the folder that holds "
                                "results/<model>/<revision>/<task>.json (the --results folder of iso-bench run)")
-    if fmt == "html" and output is not None:
-        output = _html_index(output)
-    out = None if output is None else writable_output(output)
-    results = read_results(results_dir, accept_modified)
-    board = build_leaderboard(results, ci, accept_modified)
-    if out is None:
-        return render(board, fmt, fragment)
+
+
+def _write(computed: ComputedBoard, out: Path, fmt: str, plot: bool, fragment: bool) -> list[Path]:
+    """Write ``computed`` to ``out`` (checked writable) in ``fmt``: the board, its plots, its table per budget."""
+    board, budget = computed.board, not computed.accept_modified
     if fmt == "markdown" and plot:  # the plots' files, beside the output, are checked before any is drawn
         for name in plot_files(board, out.stem).values():
             writable_output(out.parent / name)
@@ -113,7 +162,7 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(out, render(board, fmt))
-            return [out, *([] if accept_modified else _write_budget(results, out, False, ci, fmt))]
+            return [out, *(_write_budget(computed, out, False, fmt) if budget else [])]
         except OSError as exc:
             raise LeaderboardError(_cannot_write(out, exc)) from None
     try:
@@ -121,18 +170,18 @@ def write_leaderboard(results_dir: str | Path, output: str | Path | None = None,
         plots = write_plots(board, out.parent, out.stem) if fmt == "markdown" and plot else {}
         drawn = fmt == "markdown" and plot  # plots asked for: a section without one says why
         atomic_write_text(out, render_markdown(board, plots) if drawn else render(board, fmt, fragment))
-        extra = [] if fmt not in BUDGET or accept_modified else _write_budget(results, out, drawn, ci, fmt, fragment)
+        extra = _write_budget(computed, out, drawn, fmt, fragment) if fmt in BUDGET and budget else []
     except OSError as exc:
         raise LeaderboardError(_cannot_write(out, exc)) from None
     return [out, *(out.parent / name for name in sorted(plots.values())), *extra]
 
 
-def _write_budget(results: Any, out: Path, plot: bool, ci: bool, fmt: str = "markdown",
+def _write_budget(computed: ComputedBoard, out: Path, plot: bool, fmt: str = "markdown",
                   fragment: bool = False) -> list[Path]:
     """Where the variants store vectors of several sizes (:mod:`.budget`): the table of the best variant at each
     size beside raw at that size, beside the board in its format (``<stem>-budget.md``, ``.html``, ``.tex``; the
     board's own bytes unchanged), and with ``plot`` (markdown) a picture per model of score against bytes."""
-    lines = budgets(results, ci)
+    lines = computed.budget_lines
     if not lines:
         return []
     suffix, text = BUDGET[fmt]
@@ -212,7 +261,8 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {value!r}")
 
 
-__all__ = ["FORMATS", "Leaderboard", "LeaderboardError", "Result", "build_leaderboard", "format_summary",
-           "markdown_table", "plot_data", "read_results", "render", "render_csv", "render_latex", "render_markdown",
-           "render_outlier_markdown", "split_model_name", "summary_header", "writable_output", "write_leaderboard",
-           "write_outlier_reports", "write_plots"]
+__all__ = ["FORMATS", "ComputedBoard", "Leaderboard", "LeaderboardError", "Result", "build_leaderboard",
+           "compute_leaderboard", "format_summary", "markdown_table", "plot_data", "read_results", "render",
+           "render_csv", "render_latex", "render_markdown", "render_outlier_markdown", "split_model_name",
+           "summary_header", "writable_output", "write_computed", "write_leaderboard", "write_outlier_reports",
+           "write_plots"]

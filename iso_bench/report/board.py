@@ -67,22 +67,25 @@ def mean_label(group: Group, n_tasks: int) -> str:
     return f"mean {group.mean} ({n_tasks} task{'s' * (n_tasks != 1)}, {group.metric})"
 
 
-def build_leaderboard(results: Sequence[Result], ci: bool = True, accept_modified: bool = False) -> Leaderboard:
+def build_leaderboard(results: Sequence[Result], ci: bool = True, accept_modified: bool = False,
+                      boot: Bootstrap | None = None) -> Leaderboard:
     """One section per (base model, revision), then the comparison of the models.
 
     A group's columns are its tasks over the whole folder, so a mean covers the same tasks in every
     table. The output depends on the results' contents only, never on their order. With ``ci``, the units
     files beside the results are read and checked against their recorded SHA-256 first: a changed one raises
     :class:`LeaderboardError` naming it, unless ``accept_modified`` (its cells are then marked †, without
-    interval); without ``ci`` no units file is read, and replicates stay rows of their own.
+    interval); without ``ci`` no units file is read, and replicates stay rows of their own. ``boot``: the
+    :class:`Bootstrap` to draw with, shared by boards of the same results (a result's draws depend on its units and
+    design alone, so each is drawn once); a fresh one by default.
     """
     if not results:
         raise LeaderboardError("no results to aggregate")
-    boot = None
-    if ci:
-        store = UnitsStore()
-        results = store.verify(results, accept_modified)
-        boot = Bootstrap(store)
+    if not ci:
+        boot = None
+    else:
+        boot = boot if boot is not None else Bootstrap(UnitsStore())
+        results = boot.store.verify(results, accept_modified)
     ix = Index(results, merge=ci)
     sections, titles = [], model_titles(base for base, _ in ix.models)
     for base, rev in ix.models:

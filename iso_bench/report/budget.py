@@ -23,6 +23,7 @@ from typing import Any
 from iso_bench.methods import MethodError, make_method
 from iso_bench.report.board import build_leaderboard
 from iso_bench.report.latex import FIT_MACRO, HEADER_WRAP, LABEL_WRAP, PACKAGES, PREAMBLE, _stack, _wrap, breakable
+from iso_bench.report.resample import Bootstrap
 from iso_bench.report.results import Result
 from iso_bench.report.verdict import COMPARISON, _judged, _setting, judgements
 
@@ -92,8 +93,9 @@ def _bytes(results: Sequence[Result]) -> int | None:
     return next((b for b in found if isinstance(b, int)), None)
 
 
-def budgets(results: Sequence[Result], ci: bool = True) -> list[Budget]:
-    """The per-budget lines of ``results``; none where they hold a single size (the board says it all)."""
+def budgets(results: Sequence[Result], ci: bool = True, boot: Bootstrap | None = None) -> list[Budget]:
+    """The per-budget lines of ``results``; none where they hold a single size (the board says it all). ``boot``:
+    the :class:`Bootstrap` of the board of ``results``, whose draws the boards per size reuse."""
     sized = [(r, size_of(r.variant)) for r in results]
     sizes = {s for _, s in sized if s is not None}
     if len(sizes) < 2:
@@ -103,7 +105,7 @@ def budgets(results: Sequence[Result], ci: bool = True) -> list[Budget]:
         members = [dataclasses.replace(r, variant="raw") if r.variant == size.reference else r
                    for r, s in sized if s == size and (r.variant != "raw" or size.dims is None
                                                        and size.precision == "float32")]
-        board = build_leaderboard(members, ci)
+        board = build_leaderboard(members, ci, boot=boot)
         found = {(j.model, j.unit, j.setting): j for j in judgements(board)}
         for section in board.sections:
             if section.key == COMPARISON:

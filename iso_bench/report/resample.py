@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 MAX_UNDEFINED = 0.01  # as iso_bench.numerics.stats: more undefined resamples than this and there is no interval
 MODIFIED_REASON = "a result it is computed from was changed after its run (†)"
 Draws = np.ndarray  # (B,) resampled scores, fractions; NaN where the statistic is undefined
+TOGETHER = ("spearman", "wmean")  # the statistics whose variants of one task are drawn together (Bootstrap.prepare)
 
 
 def _named(statistic: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray] | None:
@@ -86,24 +87,48 @@ class Bootstrap:
                         for s, f in zip(samples, scorers, strict=True)], axis=0)
 
     def prepare(self, results: Sequence[Result], design: Design) -> None:
-        """Draw the Spearman scores of ``results`` (one task's) together where they share their gold: one index
-        matrix for all, read once per block (:func:`spearman_together`: the numbers :func:`iso_bench.numerics.stats.
-        spearman` gives each alone, at about a third of the work)."""
-        groups: dict[bytes, list[tuple[Result, Sample]]] = {}
+        """Draw the Spearman scores of ``results`` (one task's; subset-weighted ones per subset) together where they
+        share their gold (and subsets): one index matrix for all, read once per block (:func:`spearman_together`:
+        the numbers :func:`iso_bench.numerics.stats.spearman` gives each alone, at about a third of the work)."""
+        groups: dict[tuple[str, bytes, str, bytes], list[tuple[Result, Sample]]] = {}
         for r in results:
             samples = self.store.samples(r)
             if (r.file, design) in self._draws or r.state == MODIFIED or isinstance(samples, str):
                 continue
-            if len(samples) == 1 and samples[0].statistic == "spearman" and samples[0].n >= stats.MIN_UNITS:
-                groups.setdefault(samples[0].units[:, 1].tobytes(), []).append((r, samples[0]))
-        for members in groups.values():
+            if len(samples) == 1 and samples[0].statistic in TOGETHER and samples[0].n >= stats.MIN_UNITS:
+                strata = samples[0].strata
+                key = (samples[0].statistic, samples[0].units[:, 1].tobytes(),
+                       "" if strata is None else strata.dtype.str, b"" if strata is None else strata.tobytes())
+                groups.setdefault(key, []).append((r, samples[0]))
+        for key, members in groups.items():
             if len(members) > 1:
-                self._spearman_together(members, design)
+                (self._spearman_together if key[0] == "spearman" else self._wmean_together)(members, design)
 
     def _spearman_together(self, members: Sequence[tuple[Result, Sample]], design: Design) -> None:
         idx = self.indices(members[0][1], design)
         out = spearman_together([s.units[:, 0] for _, s in members], members[0][1].units[:, 1], idx)
         for (r, _), row in zip(members, out, strict=True):
+            self._draws[(r.file, design)] = row
+
+    def _wmean_together(self, members: Sequence[tuple[Result, Sample]], design: Design) -> None:
+        """:func:`iso_bench.numerics.stats.wmean_spearman` of each member (same gold, same strata), its subsets'
+        Spearman scores drawn together (:func:`spearman_together`) and summed as it sums them: the same numbers.
+        Strata the statistic would refuse, or resamples not stratified by them, are left to it (drawn alone)."""
+        first = members[0][1]
+        strata, idx = first.strata, self.indices(first, design)
+        if strata is None or strata.shape != (first.n,) or strata.dtype.kind == "f" and not np.isfinite(strata).all():
+            return
+        codes = np.unique(strata, return_inverse=True)[1].reshape(first.n)
+        if not (codes[idx] == codes[None, :]).all():
+            return
+        local = np.empty(codes.size, dtype=np.int64)
+        total = np.zeros((len(members), idx.shape[0]))
+        for s in range(int(codes.max()) + 1):
+            part = np.flatnonzero(codes == s)
+            local[part] = np.arange(part.size)
+            total += part.size * spearman_together([m.units[part, 0] for _, m in members], first.units[part, 1],
+                                                   local[idx[:, part]])
+        for (r, _), row in zip(members, total / codes.size, strict=True):
             self._draws[(r.file, design)] = row
 
     def line_draws(self, ix: Index, line: Line, tasks: Sequence[str], designs: Sequence[Design] | None = None
@@ -172,9 +197,10 @@ def _centred_ranks(weights: np.ndarray, ranker: tuple[np.ndarray, np.ndarray | N
     integers as :func:`iso_bench.numerics.stats.spearman` ranks with)."""
     order, starts, back = ranker
     counts = np.take(weights, order, axis=1)
-    if starts is not None:
-        counts = np.add.reduceat(counts, starts, axis=1)
     ranks = np.cumsum(counts, axis=1, dtype=np.int32)
+    if starts is not None:  # per run of equal values: the count up to its end, and its own (integers: exact)
+        ranks = np.take(ranks, np.r_[starts[1:], weights.shape[1]] - 1, axis=1)
+        counts = np.diff(ranks, axis=1, prepend=np.int32(0))
     ranks *= 2
     ranks -= counts
     ranks -= weights.shape[1]
