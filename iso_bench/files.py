@@ -234,9 +234,7 @@ def texts_digest(texts: Iterable[str]) -> str:
     >>> texts_digest(("a", "b")) == hashlib.sha256(b"a\\nb\\n").hexdigest() == texts_digest(["a", "b"])
     True
     """
-    if isinstance(texts, tuple):
-        return _tuple_digest(texts)
-    return _digest_of(texts)
+    return _tuple_digest(texts) if isinstance(texts, tuple) else _digest_of(texts)
 
 
 @lru_cache(maxsize=8)  # a run's fit corpora, task by task
@@ -244,12 +242,9 @@ def _tuple_digest(texts: tuple[str, ...]) -> str:
     return _digest_of(texts)
 
 
-_DIGEST_TEXTS = 4096  # texts joined into one update: one bytes copy of that many texts at a time
-
-
 def _digest_of(texts: Iterable[str]) -> str:
     h, it = hashlib.sha256(), iter(texts)
-    while chunk := list(islice(it, _DIGEST_TEXTS)):
+    while chunk := list(islice(it, 4096)):  # one update per 4,096 texts
         h.update(("\n".join(chunk) + "\n").encode("utf-8"))
     return h.hexdigest()
 
