@@ -266,6 +266,15 @@ class Method:
         """
         return None
 
+    def _per_fit(self, name: str, fitted: np.ndarray, compute: typing.Callable[[], np.ndarray]) -> np.ndarray:
+        """``compute()``, kept in attribute ``name`` until the method is fitted again: ``fitted`` is an array each
+        fit replaces (``V_``, ``W_``), so a new fit computes it anew."""
+        cached = getattr(self, name, None)
+        if cached is None or cached[0] is not fitted:
+            cached = (fitted, compute())
+            setattr(self, name, cached)
+        return cached[1]
+
     def is_fitted(self) -> bool:
         return not self.fitted or any(k.endswith("_") and not k.startswith("_") for k in vars(self))
 

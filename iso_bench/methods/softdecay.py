@@ -115,11 +115,8 @@ class SoftDecay(Method):
 
     def _map(self) -> np.ndarray:
         """The d x d map ``V_ diag(decayed_ / singular_values_) V_^T``, computed once per fit."""
-        cached = getattr(self, "_map_of", None)
-        if cached is None or cached[0] is not self.V_:  # a new fit: its map again
-            ratio = self.decayed_ / self.singular_values_
-            cached = self._map_of = (self.V_, matmul(self.V_ * ratio, self.V_.T, self.device))
-        return cached[1]
+        return self._per_fit("_map_of", self.V_, lambda: matmul(self.V_ * (self.decayed_ / self.singular_values_),
+                                                                self.V_.T, self.device))
 
     def affine(self) -> tuple[np.ndarray | None, np.ndarray | None]:
         """``(None, V_ diag(decayed_ / singular_values_) V_^T)``: linear, no offset (X is not centred)."""

@@ -149,11 +149,9 @@ class Whiten(Method):
         d, k = self.W_.shape
         if 2 * k <= d:
             return matmul(self.transform(X), self._directions().T, self.device)
-        cached = getattr(self, "_back", None)
-        if cached is None or cached[0] is not self.W_:  # a new fit: its map again
-            cached = self._back = (self.W_, matmul(self.W_, self._directions().T, self.device))
+        back = self._per_fit("_back", self.W_, lambda: matmul(self.W_, self._directions().T, self.device))
         X = self._check_input(X, fitting=False, float64=False)
-        return matmul(X - self.mean_, cached[1], self.device)
+        return matmul(X - self.mean_, back, self.device)
 
     def _directions(self) -> np.ndarray:
         """U_k: ``W_ = U_k Lambda_k^-1/2``, its columns made unit length."""
