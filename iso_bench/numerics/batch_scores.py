@@ -6,7 +6,7 @@ counting, never sorting, and the ranks of a task's gold column are kept for the 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -120,16 +120,24 @@ def wmean_spearman(units: np.ndarray, idx: np.ndarray, strata: Labels) -> np.nda
     >>> wmean_spearman(units, np.arange(9)[None], [0, 0, 0, 1, 1, 1, 2, 2, 2])   # (3 - 3 + 1.5) / 9
     array([0.16666667])
     """
-    codes = _strata_codes(strata, units.shape[0])
+    total = np.zeros(idx.shape[0])
+    for members, drawn in strata_draws(strata, units.shape[0], idx):
+        total += members.size * spearman(units[members], drawn)
+    return total / units.shape[0]
+
+
+def strata_draws(strata: Labels, n: int, idx: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per stratum of ``strata`` (labels in sorted order): its units, and the stratified resamples ``idx`` (B, n)
+    drawn within it, numbered 0.. within the stratum (what :func:`wmean_spearman` scores each stratum on).
+    Raises :class:`StatsError` at the first step when the labels or the resamples are not stratified."""
+    codes = _strata_codes(strata, n)
     if not (codes[idx] == codes[None, :]).all():
         raise StatsError("wmean: the resamples are not stratified; draw them with bootstrap_indices(..., strata=)")
     local = np.empty(codes.size, dtype=np.int64)
-    total = np.zeros(idx.shape[0])
     for s in range(int(codes.max()) + 1):
         members = np.flatnonzero(codes == s)
         local[members] = np.arange(members.size)
-        total += members.size * spearman(units[members], local[idx[:, members]])
-    return total / codes.size
+        yield members, local[idx[:, members]]
 
 
 def max_ap(units: np.ndarray, idx: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from iso_bench.numerics import stats
+from iso_bench.numerics import batch_scores, stats
 from iso_bench.report.units import Design, Sample, UnitsStore, design_of, misaligned
 from iso_bench.results.result_files import MODIFIED
 from iso_bench.results.setups import same_data, short
@@ -115,20 +115,17 @@ class Bootstrap:
         Spearman scores drawn together (:func:`spearman_together`) and summed as it sums them: the same numbers.
         Strata the statistic would refuse, or resamples not stratified by them, are left to it (drawn alone)."""
         first = members[0][1]
-        strata, idx = first.strata, self.indices(first, design)
-        if strata is None or strata.shape != (first.n,) or strata.dtype.kind == "f" and not np.isfinite(strata).all():
+        if first.strata is None:
             return
-        codes = np.unique(strata, return_inverse=True)[1].reshape(first.n)
-        if not (codes[idx] == codes[None, :]).all():
-            return
-        local = np.empty(codes.size, dtype=np.int64)
+        idx = self.indices(first, design)
         total = np.zeros((len(members), idx.shape[0]))
-        for s in range(int(codes.max()) + 1):
-            part = np.flatnonzero(codes == s)
-            local[part] = np.arange(part.size)
-            total += part.size * spearman_together([m.units[part, 0] for _, m in members], first.units[part, 1],
-                                                   local[idx[:, part]])
-        for (r, _), row in zip(members, total / codes.size, strict=True):
+        try:
+            for part, drawn in batch_scores.strata_draws(first.strata, first.n, idx):
+                total += part.size * spearman_together([m.units[part, 0] for _, m in members], first.units[part, 1],
+                                                       drawn)
+        except stats.StatsError:  # refused before any stratum is scored
+            return
+        for (r, _), row in zip(members, total / first.n, strict=True):
             self._draws[(r.file, design)] = row
 
     def line_draws(self, ix: Index, line: Line, tasks: Sequence[str], designs: Sequence[Design] | None = None
