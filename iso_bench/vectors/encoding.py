@@ -11,6 +11,8 @@ encodes a whole corpus that way without reading anything back.
 
 from __future__ import annotations
 
+import sqlite3
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ import numpy as np
 
 from iso_bench.faults import fault_point
 from iso_bench.vectors.index import text_key
+from iso_bench.vectors.shards import ShardInfo, as_stored, run_within
 
 Item = tuple[bytes, str, tuple[int, int] | None]  # (key, text, span) of a vector to compute
 ENSURE_CHUNK = 50_000  # texts looked up and encoded at a time by EncodeMissing.ensure
@@ -118,14 +121,40 @@ class EncodeMissing:
         vectors of ``kind`` in ``fresh`` when ``collect``."""
         fault_point("encode")
         keys = [key for key, _, _ in chunk]
-        for k, values in out.items():
+        pool = None  # (shard, ShardInfo, {key: its pooled rows}) of the pooled rows written now
+        for k in sorted(out, key=lambda k: k == "tokens"):  # the pooled rows first: token vectors may lie in them
             known = self._known(k, keys) if k != kind else set()
-            new = [(key, v) for key, v in zip(keys, values, strict=True) if key not in known]
+            new = [(key, v) for key, v in zip(keys, out[k], strict=True) if key not in known]
             if keep_tokens or k not in ("tokens", "pool"):
-                self._write(k, [a for a, _ in new], [b for _, b in new], task)
+                rest = self._refer(k, new, pool) if k == "tokens" and pool is not None else new
+                written = self._write(k, [a for a, _ in rest], [b for _, b in rest], task)
+                if k == "pool" and written is not None:
+                    pool = (*written, dict(new))
             if k == kind and collect:
                 fresh.update(new)
         self.stats["computed"] += len(chunk)
+
+    def _refer(self, kind: str, new: list[tuple[bytes, np.ndarray]], pool: tuple[str, ShardInfo, dict]
+               ) -> list[tuple[bytes, np.ndarray]]:
+        """Index each of ``new`` whose rows are a run of the pooled rows just written for its text (a pooling that
+        reads every row: the token vectors between the special tokens) as that run of the pool shard, with the
+        CRC-32 of its own rows (:meth:`ShardIndex.refer`): kept once on disk, not twice. Returns the others, to be
+        written as a shard of their own."""
+        name, info, rows = pool
+        at = dict(zip(info.keys, info.offsets[:-1].tolist(), strict=True))
+        refs, rest = [], []
+        for key, block in new:
+            j = run_within(block, rows[key]) if key in rows and key in at else None
+            if j is None:
+                rest.append((key, block))
+            else:
+                refs.append((key, name, at[key] + j, at[key] + j + len(block),
+                             zlib.crc32(as_stored(block, info.storage))))
+        try:
+            self.index.refer(kind, refs)
+        except sqlite3.Error:  # the index refused them: written as a shard of their own
+            return new
+        return rest
 
     def _compute_spans(self, kind: str, items: list[Item], desc: str, encode_kwargs: dict[str, Any],
                        task: str | None = None) -> dict[bytes, np.ndarray]:

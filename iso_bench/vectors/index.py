@@ -140,6 +140,18 @@ class ShardIndex:
         self._remember(kind, zip(info.keys, zip([name] * len(info.keys), starts, stops, info.crcs, strict=True),
                                  strict=True))
 
+    def refer(self, kind: str, entries: Sequence[tuple[bytes, str, int, int, int]]) -> None:
+        """Index entries of ``kind`` whose rows lie in an indexed shard of another kind (one transaction): ``(key,
+        shard, start, stop, crc)``, each key once as :meth:`add` does. A text's token vectors are such a run of the
+        rows its pooling reads: kept once on disk, read in place from that shard and checked against their own
+        CRC-32, and dropped with it (:meth:`drop` forgets every entry of a shard, whatever its kind)."""
+        if not entries:
+            return
+        with self._transaction() as db:
+            db.executemany("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?)",
+                           ((kind, key, shard, start, stop, crc) for key, shard, start, stop, crc in entries))
+        self._remember(kind, ((key, (shard, start, stop, crc)) for key, shard, start, stop, crc in entries))
+
     def drop(self, names: Sequence[str]) -> None:
         """Forget shards (gone, damaged or pruned) and their entries."""
         for seen in self._seen.values():
@@ -226,9 +238,18 @@ class ShardIndex:
 
     def summary(self) -> list[tuple[str, str | None, int, int, int, float]]:
         """Per kind and task: ``(kind, task, shards, entries, bytes, newest write time)``; the task is None for
-        shards indexed from disk (written by a process killed before indexing them)."""
-        return self.db.execute("SELECT kind, task, count(*), sum(entries), sum(bytes), max(written) FROM shards "
-                               "GROUP BY kind, task ORDER BY kind, task").fetchall()
+        shards indexed from disk (written by a process killed before indexing them). Entries kept in a shard of
+        another kind (:meth:`refer`) count under their own kind, with no shards and no bytes of their own."""
+        held = self.db.execute("SELECT kind, task, count(*), sum(entries), sum(bytes), max(written) FROM shards "
+                               "GROUP BY kind, task").fetchall()
+        within = self.db.execute("SELECT e.kind, s.task, 0, count(*), 0, max(s.written) FROM entries e JOIN shards s "
+                                 "ON s.name = e.shard WHERE e.kind != s.kind GROUP BY e.kind, s.task").fetchall()
+        merged: dict[tuple[str, str | None], list[Any]] = {}
+        for kind, task, shards, entries, size, newest in held + within:
+            row = merged.setdefault((kind, task), [kind, task, 0, 0, 0, newest])
+            row[2:5] = row[2] + shards, row[3] + (entries or 0), row[4] + (size or 0)
+            row[5] = max(row[5] or 0.0, newest or 0.0)
+        return [tuple(merged[k]) for k in sorted(merged, key=lambda k: (k[0], k[1] or ""))]
 
     def shards(self) -> list[tuple[str, str, int, float]]:
         """Every indexed shard: ``(name, kind, bytes, written)``, oldest first."""

@@ -96,6 +96,38 @@ def widen(stored: np.ndarray) -> np.ndarray:
     return stored if stored.dtype == np.float32 else stored.astype(np.float32)
 
 
+def as_stored(rows: np.ndarray, storage: str) -> np.ndarray:
+    """Float32 ``rows`` in a shard's ``storage`` (:data:`STORAGES`), bytes as :func:`narrow` stores them: for rows
+    of a chunk that :func:`narrow` kept in that storage, exact.
+
+    >>> as_stored(np.array([[1.5]], np.float32), "bfloat16").tolist()
+    [[16320]]
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    if storage == "bfloat16":
+        return (rows.view(np.uint32) >> 16).astype(np.uint16)
+    return rows.astype(np.float16) if storage == "float16" else rows
+
+
+def run_within(rows: np.ndarray, block: np.ndarray) -> int | None:
+    """Where ``rows`` lie, byte for byte, as a contiguous run of ``block``'s rows (the first such row; one after
+    the first row before the others: a text's token vectors inside the rows its pooling reads, the special token
+    first), or None (an empty ``rows`` too: nothing to refer to).
+
+    >>> block = np.arange(8, dtype=np.float32).reshape(4, 2)
+    >>> run_within(block[1:3].copy(), block), run_within(block[::-1].copy(), block)
+    (1, None)
+    """
+    n, total = len(rows), len(block)
+    if not n or n > total or rows.shape[1:] != block.shape[1:] or rows.dtype != block.dtype or rows.ndim != 2:
+        return None
+    bits, within = np.ascontiguousarray(rows).view(np.uint32), np.ascontiguousarray(block).view(np.uint32)
+    for j in dict.fromkeys([1, 0, *range(2, total - n + 1)]):
+        if j <= total - n and np.array_equal(within[j], bits[0]) and np.array_equal(within[j:j + n], bits):
+            return j
+    return None
+
+
 def _digest(keys: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     h = hashlib.sha256()
     for arr in (keys, offsets, data):

@@ -406,22 +406,24 @@ class EmbeddingStore(EncodeMissing):
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
-    def _write(self, kind: str, keys: list[bytes], arrays: list[np.ndarray], task: str | None = None) -> None:
-        """Write one new shard of ``kind`` and index it (a memory-only store keeps the vectors in memory).
-        A shard that cannot be written or indexed (a full disk) is a warning, said once: its vectors stay
-        in memory for this process and the run goes on."""
+    def _write(self, kind: str, keys: list[bytes], arrays: list[np.ndarray], task: str | None = None) -> Any:
+        """Write one new shard of ``kind`` and index it (a memory-only store keeps the vectors in memory); returns
+        ``(name, ShardInfo)``, or None where nothing was written. A shard that cannot be written or indexed (a full
+        disk) is a warning, said once: its vectors stay in memory for this process and the run goes on."""
         if not keys:
-            return
+            return None
         if self.folder is None or self.index is None:
             self._mem.setdefault(kind, {}).update(zip(keys, arrays, strict=True))
-            return
+            return None
         name = f"{kind}-{uuid.uuid4().hex}.npz"
         try:
             info = write_shard(self.folder / name, keys, arrays, self.storage)
             self.index.add(kind, name, info, task=task)
+            return name, info
         except (OSError, sqlite3.Error) as exc:  # a full disk: the vectors stay in memory for this run
             cache_not_written(self.folder / name, exc if isinstance(exc, OSError) else OSError(str(exc)))
             self._mem.setdefault(kind, {}).update(zip(keys, arrays, strict=True))
+            return None
 
     def holds(self, kind: str, keys: Sequence[bytes]) -> set[bytes]:
         """Which of ``keys`` (:func:`text_key`) the store holds vectors of ``kind`` for (in memory or indexed).
