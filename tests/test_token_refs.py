@@ -141,3 +141,14 @@ def test_run_within_finds_only_byte_identical_runs() -> None:
     negative[1, 0] = -0.0
     assert run_within(negative[1:2], zeros) is None  # -0.0 equals 0.0, but is another value on disk
     assert as_stored(np.array([[1.0, -2.5]], np.float32), "float16").dtype == np.float16
+
+
+def test_cache_list_says_where_token_vectors_kept_in_pool_shards_are(tmp_path) -> None:
+    from iso_bench.vectors.manage import describe
+
+    texts = [t for t in TEXTS if not t.startswith("odd")]
+    EmbeddingStore(PoolingBackbone(), tmp_path, kinds=("sentence", "tokens", "pool"), progress=False).sentences(texts)
+    (ns,) = namespaces(tmp_path)
+    assert ns.kinds["tokens"] == (0, len(texts), 0) and ns.kinds["pool"][:2] == (1, len(texts))
+    row = next(line for line in describe(tmp_path).splitlines() if " tokens " in line)
+    assert row.split()[-5:] == [str(len(texts)), "0", "in", "pool", "shards"], row

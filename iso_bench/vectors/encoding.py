@@ -5,7 +5,8 @@ missing texts are looked up again under the namespace's encode lock (another pro
 meanwhile), then a backbone with ``encode_chunks`` encodes them in one batch plan (up to ``PLAN_TEXTS`` texts per
 plan) and hands them over ``flush_every`` at a time, each chunk written as one shard, so that a crash loses at
 most one chunk; another backbone encodes ``flush_every`` texts per lock. Every kind the store keeps is computed
-in the same forward pass. :meth:`EncodeMissing.ensure`
+in the same forward pass; a text's token vectors that are a run of its pooled rows written in the same chunk are
+indexed as that run (:meth:`EncodeMissing._refer`), not written twice. :meth:`EncodeMissing.ensure`
 encodes a whole corpus that way without reading anything back.
 """
 

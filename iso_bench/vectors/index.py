@@ -8,6 +8,12 @@ dropped; a damaged shard is set aside and its entries dropped (:meth:`ShardIndex
 encoded again. An unreadable index file is set aside and rebuilt from the shards. Nothing is trusted
 without a check: every entry carries the CRC-32 of its rows, checked when they are read.
 
+An entry may lie in a shard of another kind (:meth:`ShardIndex.refer`): a text's token vectors, where they are a
+run of the rows its pooling reads (a mean pooling reads them all, the special tokens' rows around them), are that
+run of the pool shard, with their own CRC-32, so the store writes them once. They are read, checked and dropped
+with that shard; a pool shard indexed from disk brings back its own entries only, and the token vectors of its
+texts are encoded again when asked for.
+
 Example:
     >>> import tempfile, pathlib
     >>> from iso_bench.vectors.shards import write_shard

@@ -88,7 +88,8 @@ def describe(root: str | Path) -> str:
     every = namespaces(root)
     for ns in every:
         for (kind, task), (shards, texts, size) in sorted(ns.tasks.items()):
-            rows.append([ns.model, ns.revision[:12], ns.extraction, kind, task, f"{texts:,}", shards, _size(size)])
+            where = _size(size) if shards else "in pool shards"  # token vectors kept as runs of the pooled rows
+            rows.append([ns.model, ns.revision[:12], ns.extraction, kind, task, f"{texts:,}", shards, where])
         if ns.fits[0]:
             rows.append([ns.model, ns.revision[:12], ns.extraction, "fits", "", f"{ns.fits[0]:,} files", "",
                          _size(ns.fits[1])])
