@@ -187,18 +187,33 @@ def synthetic(n: int, d: int, seed: int = 0) -> np.ndarray:
 
 
 def from_cache(root: str, n: int) -> np.ndarray:
-    """The first ``n`` token vectors of the shards ``tokens-*.npz`` of a raw-vector cache, in file-name order."""
-    from iso_bench.vectors.store import read_shard
+    """The first ``n`` token vectors a raw-vector cache holds, read through each namespace's index in (shard, row)
+    order: in shards of their own, or as runs of the pooled rows' shards (where the store keeps them once)."""
+    from iso_bench.vectors.index import ShardIndex
+    from iso_bench.vectors.shards import read_rows
 
     rows, total = [], 0
-    for path in sorted(glob.glob(os.path.join(root, "*", "*", "*", "tokens-*.npz"))):
-        for block in read_shard(Path(path)).values():
-            rows.append(block)
-            total += len(block)
+    for found in sorted(glob.glob(os.path.join(root, "*", "*", "*", "index.sqlite"))):
+        index = ShardIndex(Path(found).parent)
+        for kind in ("tokens", "pool"):
+            index.sync(kind)
+        entries = index.db.execute("SELECT shard, start, stop, crc FROM entries WHERE kind = 'tokens' "
+                                   "ORDER BY shard, start").fetchall()
+        for shard in dict.fromkeys(e[0] for e in entries):
+            mine = [e for e in entries if e[0] == shard]
+            offset, n_rows, dim, _, storage = index.shard(shard)
+            starts, stops = (np.array([e[i] for e in mine], dtype=np.int64) for i in (1, 2))
+            at = (offset, n_rows, dim, storage)
+            blocks = read_rows(index.folder / shard, at, starts, stops, [e[3] for e in mine])
+            rows += blocks
+            total += sum(map(len, blocks))
+            if total >= n:
+                break
+        index.close()
         if total >= n:
             break
     if not rows:
-        sys.exit(f"no tokens-*.npz shards under {root}/*/*/*/")
+        sys.exit(f"no token vectors in the raw-vector caches under {root}/*/*/*/")
     return np.concatenate(rows)[:n].astype(np.float32)
 
 
@@ -215,7 +230,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--npz", help="a .npz file whose first array is the (n, d) matrix")
-    source.add_argument("--cache", help="an iso_bench raw-vector cache folder with tokens-*.npz shards")
+    source.add_argument("--cache", help="an iso_bench raw-vector cache folder that holds token vectors")
     parser.add_argument("--rows", type=int, default=75_000)
     parser.add_argument("--dim", type=int, default=384, help="synthetic data only")
     parser.add_argument("--clusters", type=int, default=27)

@@ -246,7 +246,8 @@ def encode_floor(model: str, texts: list[str], batch_size: int, device: str, rep
         if name == "plain":
             plain.encode(texts[:n], batch_size=batch_size, show_progress_bar=False)
         else:
-            kinds = {"tokens": ("sentence", "tokens"), "pooled": ("sentence", "tokens", "pool")}.get(name, ("sentence",))
+            kinds = {"tokens": ("sentence", "tokens"), "pooled": ("sentence", "tokens", "pool")}.get(name,
+                                                                                                  ("sentence",))
             folder = root / f"floor-{next(folders)}"
             store = EmbeddingStore(backbone, folder, kinds=kinds, batch_size=batch_size, progress=False)
             store._compute("sentence", items[:n], "encoding", {}, collect=False)
