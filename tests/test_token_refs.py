@@ -152,3 +152,20 @@ def test_cache_list_says_where_token_vectors_kept_in_pool_shards_are(tmp_path) -
     assert ns.kinds["tokens"] == (0, len(texts), 0) and ns.kinds["pool"][:2] == (1, len(texts))
     row = next(line for line in describe(tmp_path).splitlines() if " tokens " in line)
     assert row.split()[-5:] == [str(len(texts)), "0", "in", "pool", "shards"], row
+
+
+def test_pruning_a_pool_shard_takes_its_token_references_with_it(tmp_path) -> None:
+    from iso_bench.vectors.manage import prune
+
+    bb = PoolingBackbone()
+    texts = [t for t in TEXTS if not t.startswith("odd")]
+    EmbeddingStore(bb, tmp_path, kinds=("sentence", "tokens", "pool"), progress=False).sentences(texts)
+    folder = next(tmp_path.glob("*/*/*"))
+    assert len(ShardIndex(folder).lookup("tokens", [text_key(t) for t in texts])) == len(texts)
+    removed = prune(tmp_path, model="test/pooling")
+    assert {p.name.split("-")[0] for p in removed} == {"sentence", "pool"}
+    assert ShardIndex(folder).lookup("tokens", [text_key(t) for t in texts]) == {}
+    again = PoolingBackbone()
+    got = EmbeddingStore(again, tmp_path, kinds=("sentence", "tokens", "pool"), progress=False).tokens(texts[:1])
+    np.testing.assert_array_equal(got[0], expected_tokens(bb, texts[0]))
+    assert again.encoded == texts[:1]
