@@ -21,7 +21,7 @@ import numpy as np
 
 from iso_bench.faults import fault_point
 from iso_bench.vectors.index import text_key
-from iso_bench.vectors.shards import ShardInfo, as_stored, run_within
+from iso_bench.vectors.shards import as_stored, run_within
 
 Item = tuple[bytes, str, tuple[int, int] | None]  # (key, text, span) of a vector to compute
 ENSURE_CHUNK = 50_000  # texts looked up and encoded at a time by EncodeMissing.ensure
@@ -122,7 +122,7 @@ class EncodeMissing:
         vectors of ``kind`` in ``fresh`` when ``collect``."""
         fault_point("encode")
         keys = [key for key, _, _ in chunk]
-        pool = None  # (shard, ShardInfo, {key: its pooled rows}) of the pooled rows written now
+        pool = None  # (shard, storage, {key: (first row, its pooled rows)}) of the pooled rows written now
         for k in sorted(out, key=lambda k: k == "tokens"):  # the pooled rows first: token vectors may lie in them
             known = self._known(k, keys) if k != kind else set()
             new = [(key, v) for key, v in zip(keys, out[k], strict=True) if key not in known]
@@ -130,27 +130,28 @@ class EncodeMissing:
                 rest = self._refer(k, new, pool) if k == "tokens" and pool is not None else new
                 written = self._write(k, [a for a, _ in rest], [b for _, b in rest], task)
                 if k == "pool" and written is not None:
-                    pool = (*written, dict(new))
+                    name, info = written
+                    pool = (name, info.storage, {key: (start, v) for (key, v), start in
+                                                 zip(new, info.offsets[:-1].tolist(), strict=True)})
             if k == kind and collect:
                 fresh.update(new)
         self.stats["computed"] += len(chunk)
 
-    def _refer(self, kind: str, new: list[tuple[bytes, np.ndarray]], pool: tuple[str, ShardInfo, dict]
+    def _refer(self, kind: str, new: list[tuple[bytes, np.ndarray]], pool: tuple[str, str, dict]
                ) -> list[tuple[bytes, np.ndarray]]:
         """Index each of ``new`` whose rows are a run of the pooled rows just written for its text (a pooling that
         reads every row: the token vectors between the special tokens) as that run of the pool shard, with the
         CRC-32 of its own rows (:meth:`ShardIndex.refer`): kept once on disk, not twice. Returns the others, to be
         written as a shard of their own."""
-        name, info, rows = pool
-        at = dict(zip(info.keys, info.offsets[:-1].tolist(), strict=True))
+        name, storage, written = pool
         refs, rest = [], []
         for key, block in new:
-            j = run_within(block, rows[key]) if key in rows and key in at else None
+            start, rows = written.get(key, (0, None))
+            j = None if rows is None else run_within(block, rows)
             if j is None:
                 rest.append((key, block))
             else:
-                refs.append((key, name, at[key] + j, at[key] + j + len(block),
-                             zlib.crc32(as_stored(block, info.storage))))
+                refs.append((key, name, start + j, start + j + len(block), zlib.crc32(as_stored(block, storage))))
         try:
             self.index.refer(kind, refs)
         except sqlite3.Error:  # the index refused them: written as a shard of their own

@@ -246,16 +246,11 @@ class ShardIndex:
         """Per kind and task: ``(kind, task, shards, entries, bytes, newest write time)``; the task is None for
         shards indexed from disk (written by a process killed before indexing them). Entries kept in a shard of
         another kind (:meth:`refer`) count under their own kind, with no shards and no bytes of their own."""
-        held = self.db.execute("SELECT kind, task, count(*), sum(entries), sum(bytes), max(written) FROM shards "
-                               "GROUP BY kind, task").fetchall()
-        within = self.db.execute("SELECT e.kind, s.task, 0, count(*), 0, max(s.written) FROM entries e JOIN shards s "
-                                 "ON s.name = e.shard WHERE e.kind != s.kind GROUP BY e.kind, s.task").fetchall()
-        merged: dict[tuple[str, str | None], list[Any]] = {}
-        for kind, task, shards, entries, size, newest in held + within:
-            row = merged.setdefault((kind, task), [kind, task, 0, 0, 0, newest])
-            row[2:5] = row[2] + shards, row[3] + (entries or 0), row[4] + (size or 0)
-            row[5] = max(row[5] or 0.0, newest or 0.0)
-        return [tuple(merged[k]) for k in sorted(merged, key=lambda k: (k[0], k[1] or ""))]
+        return self.db.execute(
+            "SELECT kind, task, sum(shards), sum(entries), sum(bytes), max(written) FROM ("
+            "SELECT kind, task, 1 AS shards, entries, bytes, written FROM shards UNION ALL "
+            "SELECT e.kind, s.task, 0, 1, 0, s.written FROM entries e JOIN shards s ON s.name = e.shard "
+            "WHERE e.kind != s.kind) GROUP BY kind, task ORDER BY kind, task").fetchall()
 
     def shards(self) -> list[tuple[str, str, int, float]]:
         """Every indexed shard: ``(name, kind, bytes, written)``, oldest first."""
