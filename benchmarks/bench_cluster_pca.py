@@ -189,7 +189,7 @@ def synthetic(n: int, d: int, seed: int = 0) -> np.ndarray:
 def from_cache(root: str, n: int) -> np.ndarray:
     """The first ``n`` token vectors a raw-vector cache holds, read through each namespace's index in (shard, row)
     order: in shards of their own, or as runs of the pooled rows' shards (where the store keeps them once)."""
-    from iso_bench.vectors.index import ShardIndex
+    from iso_bench.vectors.index import ShardIndex, group_by_shard
     from iso_bench.vectors.shards import read_rows
 
     rows, total = [], 0
@@ -197,14 +197,11 @@ def from_cache(root: str, n: int) -> np.ndarray:
         index = ShardIndex(Path(found).parent)
         for kind in ("tokens", "pool"):
             index.sync(kind)
-        entries = index.db.execute("SELECT shard, start, stop, crc FROM entries WHERE kind = 'tokens' "
-                                   "ORDER BY shard, start").fetchall()
-        for shard in dict.fromkeys(e[0] for e in entries):
-            mine = [e for e in entries if e[0] == shard]
-            offset, n_rows, dim, _, storage = index.shard(shard)
-            starts, stops = (np.array([e[i] for e in mine], dtype=np.int64) for i in (1, 2))
-            at = (offset, n_rows, dim, storage)
-            blocks = read_rows(index.folder / shard, at, starts, stops, [e[3] for e in mine])
+        found = {key: tuple(hit) for key, *hit in index.db.execute(
+            "SELECT key, shard, start, stop, crc FROM entries WHERE kind = 'tokens' ORDER BY shard, start")}
+        for name, _, starts, stops, crcs in group_by_shard(found, list(found)):
+            offset, n_rows, dim, _, storage = index.shard(name)
+            blocks = read_rows(index.folder / name, (offset, n_rows, dim, storage), starts, stops, crcs)
             rows += blocks
             total += sum(map(len, blocks))
             if total >= n:
