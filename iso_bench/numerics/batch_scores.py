@@ -1,6 +1,6 @@
 """The statistics of :mod:`iso_bench.numerics.stats`, each scored on a batch of resamples at once: an index matrix
 ``(B, n)`` of drawn units in, ``B`` scores out, in blocks of bounded memory. Spearman's ranks are computed by
-counting, never sorting, and the ranks of a task's gold column are kept for the next variant.
+counting, never sorting a resample, and the ranks of a task's gold column are kept for the next variant.
 """
 
 from __future__ import annotations
@@ -46,22 +46,37 @@ def _group_counts(codes: np.ndarray, k: int, weights: np.ndarray | None = None) 
     return counts.reshape(codes.shape[0], k)
 
 
-def _centred_ranks(codes: np.ndarray, k: int, idx: np.ndarray) -> np.ndarray:
-    """2 x (average rank - (n + 1) / 2) within each row of the drawn units ``idx`` ``(B, n)``, never sorting.
+def _ranker(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """How :func:`_centred_ranks` ranks ``values``: their sort order; the start of each run of equal values in
+    it (None without ties); per unit, where its count lies (its position in the order, or its run's)."""
+    order = np.argsort(values, kind="stable")
+    new = np.r_[True, values[order][1:] != values[order][:-1]]
+    if new.all():
+        return order, None, np.argsort(order)
+    codes = np.empty(values.size, dtype=np.intp)
+    codes[order] = np.cumsum(new) - 1
+    return order, np.flatnonzero(new), codes
 
-    ``codes`` are the units' dense ranks ``0..k-1`` in the full sample, whose order fixes every
-    resample's order: a drawn unit's average rank is the number of drawn units below it plus (the
-    number equal to it + 1) / 2, ties getting average ranks as in :func:`scipy.stats.rankdata`.
 
-    >>> _centred_ranks(np.array([2, 0, 1]), 3, np.array([[0, 1, 1, 2]]))   # ranks 4, 1.5, 1.5, 3
-    array([[ 3., -2., -2.,  1.]])
+def _centred_ranks(weights: np.ndarray, ranker: tuple[np.ndarray, np.ndarray | None, np.ndarray]) -> np.ndarray:
+    """2 x (average rank - (n + 1) / 2) of each unit, in every resample of n draws whose unit multiplicities are
+    the rows of ``weights`` ``(B, n)``, never sorting a resample: the number drawn below the unit twice, plus the number
+    equal to it, minus n, ties getting average ranks as in :func:`scipy.stats.rankdata`. ``ranker``: the sort
+    order of the full sample (:func:`_ranker`), which fixes every resample's.
+
+    >>> _centred_ranks(np.array([[1, 2, 0]]), _ranker(np.array([2.0, 0.0, 1.0])))  # ranks 3, 1.5 (2: not drawn)
+    array([[ 2, -1,  1]], dtype=int32)
     """
-    b, n = idx.shape
-    flat = codes[idx]
-    flat += k * np.arange(b)[:, None]  # one histogram cell per (resample, value)
-    counts = np.bincount(flat.ravel(), minlength=b * k)
-    at_or_below = np.cumsum(counts.reshape(b, k), axis=1).ravel()
-    return (2.0 * at_or_below - counts - n)[flat]
+    order, starts, back = ranker
+    counts = np.take(weights, order, axis=1)
+    ranks = np.cumsum(counts, axis=1, dtype=np.int32)
+    if starts is not None:  # per run of equal values: the count up to its end, and its own (integers: exact)
+        ranks = np.take(ranks, np.r_[starts[1:], weights.shape[1]] - 1, axis=1)
+        counts = np.diff(ranks, axis=1, prepend=np.int32(0))
+    ranks *= 2
+    ranks -= counts
+    ranks -= weights.shape[1]
+    return np.take(ranks, back, axis=1)
 
 
 def spearman(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -71,46 +86,63 @@ def spearman(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
     >>> spearman(units, np.array([[0, 1, 2, 3], [0, 0, 0, 0]]))
     array([0.8, nan])
     """
-    (ux, cx), (uy, cy) = (np.unique(units[:, j], return_inverse=True) for j in (0, 1))
-    ry_all, vy_all = _gold_ranks(cy.reshape(-1), uy.size, idx)
-    step = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1]))
+    return spearman_together([units[:, 0]], units[:, 1], idx)[0]
 
-    def block(start: int) -> np.ndarray:
-        rows = idx[start:start + step]
-        rx = _centred_ranks(cx.reshape(-1), ux.size, rows)
-        ry, vy = ry_all[start:start + step], vy_all[start:start + step]
-        vx = np.einsum("ij,ij->i", rx, rx)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rho = np.einsum("ij,ij->i", rx, ry) / np.sqrt(vx * vy)
-        rho[(vx == 0) | (vy == 0)] = np.nan
-        return np.clip(rho, -1.0, 1.0)
 
-    return np.concatenate([block(i) for i in range(0, idx.shape[0], step)]).astype(np.float64)
+def spearman_together(predictions: list[np.ndarray], gold: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``(len(predictions), B)``: the Spearman correlation of each prediction column with ``gold`` on each
+    resample of ``idx`` (NaN where a column is constant): each row the numbers :func:`spearman` gives alone.
+
+    A resample is read as the multiplicity of each unit, so a prediction's ranks take one sort order of the full
+    sample, a cumulative sum and two gathers per resample. The multiplicities and the gold's ranks are computed
+    once for a task's variants (:func:`_gold_terms`). Every sum is of integers below 2**53, hence exact whatever
+    its order: the numbers do not depend on how the resamples are blocked or which variants are drawn together.
+    """
+    rankers = [_ranker(np.asarray(p)) for p in predictions]
+    out = np.empty((len(predictions), idx.shape[0]))
+    for start, (weights, wy, vy) in _gold_terms(gold, idx):
+        for k, ranker in enumerate(rankers):
+            rx = _centred_ranks(weights, ranker).astype(np.float64)
+            vx = np.einsum("ij,ij->i", weights * rx, rx)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rho = np.einsum("ij,ij->i", wy, rx) / np.sqrt(vx * vy)
+            rho[(vx == 0) | (vy == 0)] = np.nan
+            out[k, start:start + weights.shape[0]] = np.clip(rho, -1.0, 1.0)
+    return out
 
 
 _GOLD: list[dict[str, Any]] = []
-"""The centred ranks of the last gold columns :func:`spearman` ranked, with the resamples they were drawn on,
+"""The terms of the last gold columns :func:`spearman_together` ranked, with the resamples they were drawn on,
 newest first: the variants of a run share the task's gold scores and resamples, so they are ranked once per
 task; two are kept, the full sample's (a score's estimate) and the resamples' (its interval), which alternate."""
 _GOLD_KEPT = 2
 
 
-def _gold_ranks(codes: np.ndarray, k: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(ranks, sums of squares)`` of :func:`_centred_ranks` for every resample of ``idx``, stored as int32
-    (2 x a centred average rank is a whole number) and kept for the next call with the same column and
-    resamples (the same ``idx`` object, still held here, or equal contents)."""
-    key = (hashlib.sha256(codes.tobytes()).hexdigest(), k, idx.shape)
+def _gold_terms(gold: np.ndarray, idx: np.ndarray) -> list[tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Per block of resamples of ``idx`` (its first row, then): each unit's multiplicity ``(b, n)`` int32, the
+    gold's centred ranks times it (float64) and their sums of squares, kept for the next call with the same gold
+    column and resamples (the same ``idx`` object, still held here, or equal contents)."""
+    gold = np.ascontiguousarray(gold)
+    key = (hashlib.sha256(gold.tobytes()).hexdigest(), gold.dtype.str, idx.shape)
     for i, kept in enumerate(_GOLD):
         if kept["key"] == key and (kept["idx"] is idx or np.array_equal(kept["idx"], idx)):
             _GOLD.insert(0, _GOLD.pop(i))
-            return kept["ranks"], kept["sums"]
-    step = max(1, _BLOCK_ELEMENTS // max(1, idx.shape[1]))
-    ranks = np.concatenate([_centred_ranks(codes, k, idx[i:i + step]).astype(np.int32)
-                            for i in range(0, idx.shape[0], step)])
-    sums = np.einsum("ij,ij->i", ranks, ranks, dtype=np.float64)
-    _GOLD.insert(0, {"key": key, "idx": idx, "ranks": ranks, "sums": sums})
+            return kept["blocks"]
+    n = gold.size
+    by_gold = _ranker(gold)
+    step = max(1, _BLOCK_ELEMENTS // max(1, n))
+    blocks = []
+    for start in range(0, idx.shape[0], step):
+        rows = idx[start:start + step]
+        b = rows.shape[0]
+        weights = np.bincount((rows + n * np.arange(b)[:, None]).ravel(), minlength=b * n).reshape(b, n)
+        weights = weights.astype(np.int32)
+        ry = _centred_ranks(weights, by_gold).astype(np.float64)
+        wy = weights * ry
+        blocks.append((start, (weights, wy, np.einsum("ij,ij->i", wy, ry))))
+    _GOLD.insert(0, {"key": key, "idx": idx, "blocks": blocks})
     del _GOLD[_GOLD_KEPT:]
-    return ranks, sums
+    return blocks
 
 
 def wmean_spearman(units: np.ndarray, idx: np.ndarray, strata: Labels) -> np.ndarray:

@@ -46,7 +46,6 @@ from iso_bench.numerics.batch_scores import (  # noqa: F401 - the statistics and
     _BLOCK_ELEMENTS,
     Labels,
     StatsError,
-    _centred_ranks,
     _in_blocks,
     _strata_codes,
     max_ap,

@@ -5,7 +5,7 @@
 
 A resample matrix (:func:`iso_bench.numerics.stats.bootstrap_indices`) is drawn once per size, design and strata, and
 the Spearman scores of all the variants of one task (STS, the bulk of a table) are computed together on it
-(:func:`spearman_together`), the gold's ranks once for all.
+(:func:`~iso_bench.numerics.batch_scores.spearman_together`), the gold's ranks once for all.
 
 >>> boot = Bootstrap(store)                                           # doctest: +SKIP
 >>> percentile(boot.draws(result, design_of(result)), 0.95)          # doctest: +SKIP
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iso_bench.numerics import batch_scores, stats
+from iso_bench.numerics.batch_scores import spearman_together
 from iso_bench.report.units import Design, Sample, UnitsStore, design_of, misaligned
 from iso_bench.results.result_files import MODIFIED
 from iso_bench.results.setups import same_data, short
@@ -174,67 +175,6 @@ class Bootstrap:
                 if why:
                     return f"units not aligned with raw's{'' if len(tasks) == 1 else ' on ' + ix.label[task]}: {why}"
         return None
-
-
-def _ranker(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-    """How :func:`_centred_ranks` ranks ``values``: their sort order; the start of each run of equal values in
-    it (None without ties); per unit, where its count lies (its position in the order, or its run's)."""
-    order = np.argsort(values, kind="stable")
-    new = np.r_[True, values[order][1:] != values[order][:-1]]
-    if new.all():
-        return order, None, np.argsort(order)
-    codes = np.empty(values.size, dtype=np.intp)
-    codes[order] = np.cumsum(new) - 1
-    return order, np.flatnonzero(new), codes
-
-
-def _centred_ranks(weights: np.ndarray, ranker: tuple[np.ndarray, np.ndarray | None, np.ndarray]) -> np.ndarray:
-    """Twice each unit's average rank minus (n + 1), in every resample whose unit multiplicities are the rows of
-    ``weights`` ``(B, n)``: the number drawn below it twice, plus the number equal to it, minus n (the same
-    integers as :func:`iso_bench.numerics.stats.spearman` ranks with)."""
-    order, starts, back = ranker
-    counts = np.take(weights, order, axis=1)
-    ranks = np.cumsum(counts, axis=1, dtype=np.int32)
-    if starts is not None:  # per run of equal values: the count up to its end, and its own (integers: exact)
-        ranks = np.take(ranks, np.r_[starts[1:], weights.shape[1]] - 1, axis=1)
-        counts = np.diff(ranks, axis=1, prepend=np.int32(0))
-    ranks *= 2
-    ranks -= counts
-    ranks -= weights.shape[1]
-    return np.take(ranks, back, axis=1)
-
-
-def spearman_together(predictions: Sequence[np.ndarray], gold: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``(len(predictions), B)``: the Spearman correlation of each prediction column with ``gold`` on each
-    resample of ``idx``, equal to :func:`iso_bench.numerics.stats.spearman` of each alone (NaN where a column is
-    constant).
-
-    A resample is read as the multiplicity of each unit (shared by every prediction), so the gold's ranks are
-    computed once per block and each prediction's take one sort order, a cumulative sum and two gathers; all
-    sums are of integers below 2**53, hence exact, whatever their order.
-    """
-    n = gold.size
-    rankers = [_ranker(p) for p in predictions]
-    by_gold = _ranker(gold)
-    out = np.empty((len(predictions), idx.shape[0]))
-    step = max(1, stats._BLOCK_ELEMENTS // max(1, n))
-    for start in range(0, idx.shape[0], step):
-        rows = idx[start:start + step]
-        b = rows.shape[0]
-        weights = np.bincount((rows + n * np.arange(b)[:, None]).ravel(), minlength=b * n).reshape(b, n)
-        weights = weights.astype(np.int32)
-        ry = _centred_ranks(weights, by_gold)
-        wy = (weights * ry).astype(np.float64)
-        vy = np.einsum("ij,ij->i", wy, ry.astype(np.float64))
-        wf = weights.astype(np.float64)
-        for k, ranker in enumerate(rankers):
-            rx = _centred_ranks(weights, ranker).astype(np.float64)
-            vx = np.einsum("ij,ij->i", wf * rx, rx)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                rho = np.einsum("ij,ij->i", wy, rx) / np.sqrt(vx * vy)
-            rho[(vx == 0) | (vy == 0)] = np.nan
-            out[k, start:start + step] = np.clip(rho, -1.0, 1.0)
-    return out
 
 
 def percentile(draws: Draws, level: float) -> tuple[float, float] | str:
