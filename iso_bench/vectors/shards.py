@@ -149,26 +149,46 @@ def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray], storage
     The file is what ``np.savez`` writes (an uncompressed zip of ``.npy`` members), streamed into its
     temporary file member by member: no second copy of a shard that may be 100s of MB is made in memory."""
     dim = arrays[0].shape[-1]
-    rows = [np.asarray(a, dtype=np.float32).reshape(-1, dim) for a in arrays]
+    rows = [np.ascontiguousarray(a, dtype=np.float32).reshape(-1, dim) for a in arrays]
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(r) for r in rows])
-    data = np.concatenate(rows, axis=0) if rows else np.zeros((0, dim), np.float32)
-    data, kept = narrow(data, storage)
+    stored, kept = _narrow_rows(rows, storage)
     key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)
-    members = {"keys": key_arr, "offsets": offsets, "data": data, "ndim": np.array([arrays[0].ndim], dtype=np.int64),
-               "digest": _digest(key_arr, offsets, data)}
+    digest = hashlib.sha256()
+    for arr in (key_arr, offsets, *stored):
+        digest.update(arr.reshape(-1).view(np.uint8))  # the bytes in place, not a copy
+    header = np.lib.format.header_data_from_array_1_0(np.empty((0, dim), stored[0].dtype if stored else np.float32))
+    header["shape"] = (int(offsets[-1]), dim)  # the header np.save writes for the rows stacked
+    members = {"keys": key_arr, "offsets": offsets, "data": None, "ndim": np.array([arrays[0].ndim], dtype=np.int64),
+               "digest": np.frombuffer(digest.digest(), dtype=np.uint8)}
     path.parent.mkdir(parents=True, exist_ok=True)
     with replacing(path) as tmp:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
             for name, array in members.items():
                 with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, array, allow_pickle=False)
+                    if array is not None:
+                        np.lib.format.write_array(member, array, allow_pickle=False)
+                        continue
+                    np.lib.format.write_array_header_1_0(member, header)  # then the rows, never stacked in memory
+                    for block in stored:
+                        member.write(block.reshape(-1).view(np.uint8))
                 if name == "data":  # the vectors are in the temporary file, its checksum and directory are not
                     archive.fp.flush()
                     fault_point("shard-write")
         data_offset = locate(tmp)[0]
-    return ShardInfo(list(keys), offsets, entry_crcs(data, offsets), data_offset, len(data), dim,
+    return ShardInfo(list(keys), offsets, [zlib.crc32(block) for block in stored], data_offset, int(offsets[-1]), dim,
                      int(arrays[0].ndim), kept)
+
+
+def _narrow_rows(rows: list[np.ndarray], storage: str | None) -> tuple[list[np.ndarray], str]:
+    """Each entry's rows as stored, and the storage: :func:`narrow` of the rows stacked, entry by entry (16-bit
+    only where every value of every entry keeps its float32 bits)."""
+    if storage in (None, FLOAT32) or not any(r.size for r in rows):
+        return rows, FLOAT32
+    narrowed = [narrow(r, storage) if r.size else (as_stored(r, storage), storage) for r in rows]
+    if all(kept == storage for _, kept in narrowed):
+        return [r for r, _ in narrowed], storage
+    return rows, FLOAT32
 
 
 def locate(path: Path) -> tuple[int, tuple[int, ...], str]:
