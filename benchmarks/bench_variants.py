@@ -33,6 +33,7 @@ sentence, tokens, pooled; then the reverse), with the bytes each store wrote:
     encode vs sentence-transformers, with token vectors: X'
     encode vs sentence-transformers, with token vectors and pooled rows (...): X''
     variants vs sentence-transformers: Y                     (the cold run with every method / plain encode)
+    variants vs sentence-transformers, CPU time: Y'          (the same in this process's CPU seconds)
 
 ``--tiny-model`` runs a 1-layer, 64-d BERT with all-MiniLM-L6-v2's tokenizer (random weights, seeded), saved as a
 sentence-transformers folder (mean pooling, Normalize): a model whose forward costs next to nothing, so what is left
@@ -297,6 +298,7 @@ def main() -> None:
     phases = Phases()
     instrument(phases)
     rows: list[tuple[str, float, RunSummary, dict[str, float]]] = []
+    cpu_of: list[float] = []  # each run's CPU seconds (this process, every thread), in the order of rows
     with tempfile.TemporaryDirectory(prefix="iso-bench-bench-") as tmp:
         root = Path(tmp)
         if args.tiny_model:
@@ -342,9 +344,10 @@ def main() -> None:
 
         def timed(label: str, cfg: RunConfig) -> None:
             phases.take()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             summary = run(cfg)
             rows.append((label, time.perf_counter() - start, summary, phases.take()))
+            cpu_of.append(time.process_time() - cpu)
             print(f"  done: {label}, {rows[-1][1]:.1f} s", flush=True)
 
         print(f"model {args.model}; tasks {' '.join(args.tasks)}; methods {' '.join(methods)}; device {args.device}; "
@@ -398,6 +401,11 @@ def main() -> None:
     print(f"overhead: {(all_out - raw_out) / all_forward:.2f}" if all_forward else "overhead: n/a (no forward pass)")
     print(f"encode vs sentence-transformers: {sum(floor['sentence']) / plain:.2f}")
     print(f"variants vs sentence-transformers: {sum(every) / len(every) / (plain / len(floor['plain'])):.2f}")
+    every_cpu = [c for (label, *_), c in zip(rows, cpu_of, strict=True) if label == "raw + every method, cold"]
+    print(f"variants vs sentence-transformers, CPU time: "
+          f"{sum(every_cpu) / len(every_cpu) / (sum(floor['cpu plain']) / len(floor['cpu plain'])):.2f} "
+          f"(cold runs {', '.join(f'{c:.1f}' for c in every_cpu)} CPU s; plain encode "
+          f"{', '.join(f'{c:.1f}' for c in floor['cpu plain'])} CPU s; every thread of this process counted)")
 
 
 if __name__ == "__main__":
