@@ -146,6 +146,29 @@ def test_a_float32_shard_is_written_as_before(tmp_path) -> None:
     assert locate(tmp_path / "tokens-x.npz")[1:] == ((3, 3), FLOAT32)
 
 
+@pytest.mark.parametrize("storage", [None, "bfloat16", "float16"])
+def test_a_shard_streamed_entry_by_entry_holds_what_np_save_writes_for_its_rows_stacked(tmp_path, storage) -> None:
+    """The rows are written entry by entry, never stacked: the data member is byte for byte np.save's file of the
+    stacked rows as stored (header included), and each entry's CRC is that of its slice of them; entries that are
+    views (a column slice, a reversed block) or empty included."""
+    import io
+    import zlib
+
+    block = np.random.default_rng(3).normal(size=(9, 8)).astype(np.float32)
+    if storage:  # values that keep their float32 bits in 16 bits
+        block = widen(narrow(block.astype(np.float16).astype(np.float32) if storage == "float16"
+                             else (block.view(np.uint32) & 0xFFFF0000).view(np.float32), storage)[0])
+    arrays = [block[:3], block[3:3], block[::-1][:4], np.asfortranarray(block[4:9])]
+    info = write_shard(tmp_path / "pool-x.npz", [bytes([i]) * 32 for i in range(4)], arrays, storage)
+    stacked = narrow(np.concatenate([np.ascontiguousarray(a) for a in arrays]), storage)[0]
+    expected = io.BytesIO()
+    np.lib.format.write_array(expected, stacked, allow_pickle=False)
+    with zipfile.ZipFile(tmp_path / "pool-x.npz") as z:
+        assert z.read("data.npy") == expected.getvalue()
+    assert info.storage == (storage or FLOAT32) and info.offsets.tolist() == [0, 3, 3, 7, 12]
+    assert info.crcs == [zlib.crc32(stacked[a:b].tobytes()) for a, b in ((0, 3), (3, 3), (3, 7), (7, 12))]
+
+
 def test_a_16_bit_shard_is_checked_indexed_from_disk_and_set_aside_when_damaged(tmp_path, caplog) -> None:
     store = EmbeddingStore(HalfBackbone("bfloat16"), tmp_path, kinds=("sentence", "tokens"), progress=False)
     X = store.sentences(TEXTS[:8])
