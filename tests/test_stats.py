@@ -55,6 +55,15 @@ def test_gold_ranks_kept_between_calls_are_never_those_of_other_resamples_or_ano
             np.testing.assert_allclose(stats.spearman(units, idx), expected, rtol=0, atol=1e-12)
 
 
+def test_spearman_refuses_resamples_that_are_not_n_draws_of_the_n_units():
+    """Resamples are read as unit multiplicities, so an index matrix of another width, or with an index outside
+    0..n-1, is refused by name, never scored (it would spill into another resample's counts)."""
+    units = np.round(_sts_units(np.random.default_rng(5), 8, 1.0), 1)
+    for idx in (np.arange(7)[None], np.array([[0, 1, 2, 3, 4, 5, 6, 8]]), np.array([[0, 1, 2, 3, 4, 5, 6, -1]])):
+        with pytest.raises(StatsError, match=r"resamples: need an index matrix \(B, 8\)"):
+            stats.spearman(units, idx)
+
+
 def test_max_ap_equals_sklearn_per_column_and_takes_the_best():
     rng = np.random.default_rng(2)
     labels = (rng.random(400) < 0.4).astype(float)

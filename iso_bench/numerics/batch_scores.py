@@ -95,8 +95,9 @@ def spearman_together(predictions: list[np.ndarray], gold: np.ndarray, idx: np.n
 
     A resample is read as the multiplicity of each unit, so a prediction's ranks take one sort order of the full
     sample, a cumulative sum and two gathers per resample. The multiplicities and the gold's ranks are computed
-    once for a task's variants (:func:`_gold_terms`). Every sum is of integers below 2**53, hence exact whatever
-    its order: the numbers do not depend on how the resamples are blocked or which variants are drawn together.
+    once for a task's variants (:func:`_gold_terms`). Every sum is of integers below 2**53 (below about 300,000
+    units), hence exact whatever its order: the numbers do not depend on how the resamples are blocked or which
+    variants are drawn together.
     """
     rankers = [_ranker(np.asarray(p)) for p in predictions]
     out = np.empty((len(predictions), idx.shape[0]))
@@ -120,8 +121,10 @@ _GOLD_KEPT = 2
 
 def _gold_terms(gold: np.ndarray, idx: np.ndarray) -> list[tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """Per block of resamples of ``idx`` (its first row, then): each unit's multiplicity ``(b, n)`` int32, the
-    gold's centred ranks times it (float64) and their sums of squares, kept for the next call with the same gold
-    column and resamples (the same ``idx`` object, still held here, or equal contents)."""
+    gold's centred ranks times it and their sums of squares (float64), kept for the next call with the same gold
+    column and resamples (the same ``idx`` object, still held here, or equal contents). The products are kept in
+    int32 where they fit (below 46,341 units: at most n^2), 8 bytes a drawn unit with the multiplicities.
+    Raises :class:`StatsError` for resamples that are not n draws of the n units."""
     gold = np.ascontiguousarray(gold)
     key = (hashlib.sha256(gold.tobytes()).hexdigest(), gold.dtype.str, idx.shape)
     for i, kept in enumerate(_GOLD):
@@ -129,7 +132,11 @@ def _gold_terms(gold: np.ndarray, idx: np.ndarray) -> list[tuple[int, tuple[np.n
             _GOLD.insert(0, _GOLD.pop(i))
             return kept["blocks"]
     n = gold.size
+    if idx.ndim != 2 or idx.shape[1] != n or (idx.size and (idx.min() < 0 or idx.max() >= n)):
+        raise StatsError(f"resamples: need an index matrix (B, {n}) of unit indices 0..{n - 1} (bootstrap_indices); "
+                         f"got shape {idx.shape}" + (f", indices {idx.min()}..{idx.max()}" if idx.size else ""))
     by_gold = _ranker(gold)
+    exact32 = n * n < 2**31
     step = max(1, _BLOCK_ELEMENTS // max(1, n))
     blocks = []
     for start in range(0, idx.shape[0], step):
@@ -137,9 +144,9 @@ def _gold_terms(gold: np.ndarray, idx: np.ndarray) -> list[tuple[int, tuple[np.n
         b = rows.shape[0]
         weights = np.bincount((rows + n * np.arange(b)[:, None]).ravel(), minlength=b * n).reshape(b, n)
         weights = weights.astype(np.int32)
-        ry = _centred_ranks(weights, by_gold).astype(np.float64)
-        wy = weights * ry
-        blocks.append((start, (weights, wy, np.einsum("ij,ij->i", wy, ry))))
+        ry = _centred_ranks(weights, by_gold)
+        wy = weights * (ry if exact32 else ry.astype(np.float64))  # |w ry| <= n^2: exact either way
+        blocks.append((start, (weights, wy, np.einsum("ij,ij->i", wy, ry, dtype=np.float64))))
     _GOLD.insert(0, {"key": key, "idx": idx, "blocks": blocks})
     del _GOLD[_GOLD_KEPT:]
     return blocks
