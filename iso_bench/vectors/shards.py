@@ -128,9 +128,10 @@ def run_within(rows: np.ndarray, block: np.ndarray) -> int | None:
     return None
 
 
-def _digest(keys: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+def _digest(keys: np.ndarray, offsets: np.ndarray, *data: np.ndarray) -> np.ndarray:
+    """SHA-256 of a shard's keys, offsets and data, the data whole or as its entries' rows in order (the same bytes)."""
     h = hashlib.sha256()
-    for arr in (keys, offsets, data):
+    for arr in (keys, offsets, *data):
         h.update(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))  # the bytes in place, not a copy
     return np.frombuffer(h.digest(), dtype=np.uint8)
 
@@ -154,13 +155,10 @@ def write_shard(path: Path, keys: list[bytes], arrays: list[np.ndarray], storage
     offsets[1:] = np.cumsum([len(r) for r in rows])
     stored, kept = _narrow_rows(rows, storage)
     key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), 32)
-    digest = hashlib.sha256()
-    for arr in (key_arr, offsets, *stored):
-        digest.update(arr.reshape(-1).view(np.uint8))  # the bytes in place, not a copy
     header = np.lib.format.header_data_from_array_1_0(np.empty((0, dim), stored[0].dtype if stored else np.float32))
     header["shape"] = (int(offsets[-1]), dim)  # the header np.save writes for the rows stacked
     members = {"keys": key_arr, "offsets": offsets, "data": None, "ndim": np.array([arrays[0].ndim], dtype=np.int64),
-               "digest": np.frombuffer(digest.digest(), dtype=np.uint8)}
+               "digest": _digest(key_arr, offsets, *stored)}
     path.parent.mkdir(parents=True, exist_ok=True)
     with replacing(path) as tmp:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
