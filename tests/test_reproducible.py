@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from iso_bench.backbones.base import EQUAL_LENGTH, PADDED, plan_batches
+from iso_bench.results.units_file import unpack
 from tests.conftest import MINILM, SHARED_DATA
 
 TEXTS = ["the cat sat on the mat", "a dog", "the man is playing the guitar", "a girl plays", "the bank",
@@ -74,8 +75,10 @@ def _outcome(results: Path) -> dict[tuple[str, str], tuple[float, str, bytes]]:
             continue
         data = json.loads(path.read_text())
         entry = data["scores"]["test"][0]
-        with np.load(path.with_name(path.stem + ".instances.npz")) as units:
-            arrays = b"".join(units[k].tobytes() for k in sorted(units.files) if k.endswith("/units"))
+        with np.load(path.with_name(path.stem + ".instances.npz")) as units:  # every group's units, as float64
+            groups = sorted({k.split("/units")[0] for k in units.files if "/units" in k})
+            arrays = b"".join(unpack(units, f"{key}/units").tobytes() for key in groups)
+        assert arrays, path  # every result here keeps its units
         interval = json.dumps(entry["iso_bench"]["interval"], sort_keys=True)
         out[(path.relative_to(results).parts[1], data["task_name"])] = (entry["main_score"], interval, arrays)
     return out

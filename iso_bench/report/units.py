@@ -34,6 +34,7 @@ import numpy as np
 from iso_bench.numerics.stats import StatsError, Units
 from iso_bench.report.marks import SCORE_CHANGED, UNITS_CHANGED
 from iso_bench.report.results import LeaderboardError, Result
+from iso_bench.results import units_file
 from iso_bench.results.result_files import MODIFIED
 
 WRITTEN_BEFORE = "written before intervals were recorded"  # by an iso-bench version that did not record them
@@ -221,12 +222,16 @@ def _parse(path: Path, data: bytes, inst: Mapping[str, Any], result: Result) -> 
             arrays = {name: npz[name] for name in npz.files if isinstance(key, str) and name.startswith(f"{key}/")}
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise bad(f"not a readable npz ({exc})") from exc
-    if f"{key}/units" not in arrays or f"{key}/statistic" not in arrays:
+    try:
+        stored = units_file.unpack(arrays, f"{key}/units")
+    except ValueError as exc:
+        raise bad(str(exc)) from None
+    if stored is None or f"{key}/statistic" not in arrays:
         raise bad("no units or statistic")
     statistic = str(arrays[f"{key}/statistic"].item()) if arrays[f"{key}/statistic"].ndim == 0 else ""
     if statistic != inst.get("statistic"):
         raise bad(f"statistic {statistic!r}, while its record says {inst.get('statistic')!r}")
-    units = np.asarray(arrays[f"{key}/units"], dtype=np.float64)
+    units = np.asarray(stored, dtype=np.float64)
     if statistic == "mean" and units.ndim == 2 and units.shape[1] == 1:
         units = units[:, 0]
     strata = arrays.get(f"{key}/strata")

@@ -35,7 +35,8 @@ import numpy as np
 
 from iso_bench.numerics import stats
 from iso_bench.numerics.stats import CUSTOM, Units, max_accuracy, statistic_of, wsd_f1  # noqa: F401 - named here too
-from iso_bench.results.result_files import INSTANCES_SUFFIX, InstancesError, load_units, result_path, write_units_file  # noqa: F401 - the reader, here too
+from iso_bench.results.result_files import INSTANCES_SUFFIX, InstancesError, result_path  # noqa: F401 - here too
+from iso_bench.results.units_file import load_units, write_units_file  # noqa: F401 - the reader, here too
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,7 @@ entry it sits in, as it lies in the file), which the leaderboard recomputes to t
 run; the task result, ``model_meta.json`` and ``run_settings.jsonl`` are each written through a temporary
 file and a rename, with mteb's own bytes. Before a variant runs again, :func:`ensure_model_meta` and
 :func:`set_aside_garbled` repair what a killed run can leave: a missing or garbled ``model_meta.json``, a result
-file cut short. Beside each result, :func:`write_units_file` keeps its per-instance units (written by
-:func:`iso_bench.results.instances.write_instances`) and :func:`load_units` reads them back for a bootstrap. Standard
+file cut short. The per-instance units beside each result are :mod:`iso_bench.results.units_file`'s. Standard
 library at import; numpy and mteb are imported inside the functions that need them.
 
 Example (what a run does before it evaluates a variant again):
@@ -29,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from iso_bench.faults import fault_point
-from iso_bench.files import STALE_AFTER, atomic_write_bytes, atomic_write_text, remove_stale_temporaries, replacing
-from iso_bench.numerics.stats import statistic_of
+from iso_bench.files import STALE_AFTER, atomic_write_text, remove_stale_temporaries, replacing
 from iso_bench.registry import IsoBenchError
 from iso_bench.results.meta import meta_text  # noqa: F401 - named here for its callers
 
@@ -282,84 +280,6 @@ def _write_run_settings(path: Path, task_result: Any, encode_kwargs: Any) -> Non
             for split, entries in task_result.scores.items()]
     with replacing(path, copy=True) as tmp:
         merge(tmp, rows)
-
-
-# ---- the per-instance units beside a result ---------------------------------------------------------
-# <Task>.instances.npz (np.savez, no pickled objects) holds, per (split, subset) group "<split>/<subset>":
-# "<key>/units" float64 (n, k), "<key>/statistic" 0-d str, "<key>/main_score" float64 (the main score the units
-# give), and "<key>/strata" int64 (n,) with "<key>/strata_names" str (S,) where resampling keeps subsets apart.
-# The score entry's record names the file, its SHA-256 and the group (iso_bench.results.instances.write_instances).
-
-
-def write_units_file(target: Path, arrays: Mapping[str, Any], kept: list[dict[str, Any]]) -> str | None:
-    """Write the groups ``arrays`` (name -> array) to ``target`` through a temporary file and a rename, with
-    the groups of the file there now that ``kept`` (the ``instances`` records of entries merged from an
-    earlier run) point to, when it is the file they were written with; a record whose file is gone or
-    changed is turned into a reason instead. Returns the SHA-256 of the bytes written, which every record in
-    ``kept`` then carries; ``None`` when there is nothing to write (and nothing is kept: ``target`` is removed)."""
-    import numpy as np  # lazily: numpy stays out of light commands
-
-    data = target.read_bytes() if kept and target.is_file() else b""
-    old = np.load(io.BytesIO(data), allow_pickle=False) if data else None
-    old_sha = hashlib.sha256(data).hexdigest() if data else None
-    carried: dict[str, Any] = {}
-    for info in kept:
-        names = [n for n in old.files if n.startswith(f"{info.get('key')}/")] if (
-            old is not None and info.get("sha256") == old_sha) else []
-        carried.update({n: old[n] for n in names})
-        if not names:
-            info.clear()
-            info.update(file=None, reason=f"{target.name}, written with this score, was missing or changed when "
-                                          "the task was evaluated again")
-    arrays = {**carried, **arrays}
-    if not arrays:  # no entry keeps units (every kept record was turned into a reason above)
-        target.unlink(missing_ok=True)
-        return None
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    sha = hashlib.sha256(buffer.getvalue()).hexdigest()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(target, buffer.getvalue())
-    for info in kept:
-        if info.get("file"):
-            info["sha256"] = sha
-    return sha
-
-
-def load_units(result_json_path: str | Path, record: Mapping[str, Any]) -> tuple[Any, Any, Any]:
-    """``(units, statistic, strata)`` of a score entry, from the file its ``iso_bench`` record (or that
-    record's ``instances``) names beside ``result_json_path``: the units (float64, one row per instance), the
-    statistic as :func:`iso_bench.numerics.stats.confidence_interval` takes it (a name, or a function for
-    :data:`iso_bench.numerics.stats.CUSTOM` ones) and the strata (``None`` where there are none). Raises
-    :class:`InstancesError` naming the file when none was kept, when it is missing, or when its SHA-256 is
-    not the recorded one.
-
-    Example:
-        >>> units, statistic, strata = load_units(path, entry["iso_bench"])              # doctest: +SKIP
-    """
-    import numpy as np  # lazily: numpy stays out of light commands
-
-    info = record.get("instances", record) if isinstance(record, Mapping) else None
-    result = Path(result_json_path)
-    if not isinstance(info, Mapping) or not info.get("file"):
-        why = info.get("reason") if isinstance(info, Mapping) else None
-        raise InstancesError(f"{result}: no per-instance values were kept for this score ({why or 'no record'})")
-    path = result.parent / info["file"]
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InstancesError(f"{path}: the per-instance file recorded in {result.name} is missing; evaluate "
-                             "the task again (overwriting its result) to write it") from None
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != info.get("sha256"):
-        raise InstancesError(f"{path}: SHA-256 {digest[:12]}... is not the {str(info.get('sha256'))[:12]}... "
-                             f"recorded in {result.name}: the file was changed or belongs to another run")
-    key = info["key"]
-    with np.load(io.BytesIO(data), allow_pickle=False) as found:
-        if f"{key}/units" not in found.files:
-            raise InstancesError(f"{path}: holds no group {key!r} (recorded in {result.name})")
-        strata = found[f"{key}/strata"] if f"{key}/strata" in found.files else None
-        return found[f"{key}/units"], statistic_of(str(found[f"{key}/statistic"])), strata
 
 
 # ---- repairs before a variant runs again ------------------------------------------------------------
