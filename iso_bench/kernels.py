@@ -6,10 +6,12 @@ The same model, data and package versions give other float rounding where the li
 kernels for the CPU they find. On a CPU with AVX-512, three choices move the bits of a sentence vector (measured
 on all-MiniLM-L6-v2): ATen's vectorised kernels (layer norm, softmax; ``ATEN_CPU_CAPABILITY``), oneDNN's (GELU;
 ``ONEDNN_MAX_CPU_ISA``) and MKL's GEMM mode (``MKL_CBWR``); the methods' fits run on numpy's OpenBLAS, which
-picks its own kernels (``OPENBLAS_CORETYPE``). Each library reads its setting once, when it first runs, so the
-settings are made before torch and numpy compute anything: :func:`pin_kernels` sets them, and ``import
-iso_bench`` calls it (the mode in ``$ISO_BENCH_KERNELS``: ``avx2``, the default, or ``native``, each library's
-own choice, faster on some CPUs). A process started by iso-bench (a local Dask worker) inherits them.
+picks its own kernels (``OPENBLAS_CORETYPE``), numpy's own loops pick theirs (``NPY_DISABLE_CPU_FEATURES``), and
+a static model's mean of token rows runs on FBGEMM's (``FBGEMM_ENABLE_INSTRUCTIONS``). Each library reads its
+setting once, when it first runs, so the settings are made before torch and numpy compute anything:
+:func:`pin_kernels` sets them, and ``import iso_bench`` calls it (the mode in ``$ISO_BENCH_KERNELS``: ``avx2``, the
+default, or ``native``, each library's own choice, faster on some CPUs). A process started by iso-bench (a local
+Dask worker) inherits them.
 
 A level the environment lowers ATen to (``ATEN_CPU_CAPABILITY=default``, what a CPU without AVX2 gets) is kept
 and named: its vectors are of another class. :func:`kernel_class` names the class (``cpu-avx2``, ``cuda-sm90``,
@@ -43,9 +45,12 @@ MODE_ENV = "ISO_BENCH_KERNELS"
 AVX2, NATIVE = "avx2", "native"
 MODES = (AVX2, NATIVE)
 PINS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-        "MKL_CBWR": "AVX2", "OPENBLAS_CORETYPE": "Haswell"}
+        "MKL_CBWR": "AVX2", "OPENBLAS_CORETYPE": "Haswell", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+        "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}
 """What the ``avx2`` mode sets: each library's kernels at the AVX2 level (MKL on a CPU not made by Intel takes
-``MKL_CBWR=AVX2`` as its automatic branch in reproducible mode)."""
+``MKL_CBWR=AVX2`` as its automatic branch in reproducible mode; FBGEMM, whose kernels torch's ``EmbeddingBag``
+runs on the CPU, a static model's pooling, picks its own instruction set unless told; numpy 2's own AVX-512 loops
+(its ``exp``, ``log``, ``power`` and sorts among them) are turned off by name, which numpy reads at import)."""
 KEPT_LOWER = {"ATEN_CPU_CAPABILITY": "default"}
 """A level below the pin that the environment may name and that is kept (its vectors are of their own class)."""
 FIRST_CLASS = "cpu-native-avx512-amd-25-17"
@@ -56,11 +61,13 @@ FIRST_OPENBLAS = "SkylakeX"
 _MKL_CBWR = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
              10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
 _previous: dict[str, tuple[str | None, str]] = {}  # name: (what pin_kernels replaced, what it set)
-CASES = {"ATEN_CPU_CAPABILITY": str.lower, "MKL_CBWR": str.upper, "MKL_ENABLE_INSTRUCTIONS": str.upper}
+CASES = {"ATEN_CPU_CAPABILITY": str.lower, "MKL_CBWR": str.upper, "MKL_ENABLE_INSTRUCTIONS": str.upper,
+         "FBGEMM_ENABLE_INSTRUCTIONS": str.upper}
 """The settings whose library reads one case only: ATen compares with ``avx2``, ``default`` (and warns and ignores
 ``DEFAULT``); MKL takes ``COMPATIBLE`` and ignores ``compatible`` without a word (measured with
-``mkl_serv_cbwr_get``). oneDNN lower-cases ``ONEDNN_MAX_CPU_ISA`` itself and OpenBLAS compares
-``OPENBLAS_CORETYPE`` ignoring case: theirs are left as written."""
+``mkl_serv_cbwr_get``); FBGEMM matches its names (``AVX2``, ``AVX512``) exactly. oneDNN lower-cases
+``ONEDNN_MAX_CPU_ISA`` itself and OpenBLAS compares ``OPENBLAS_CORETYPE`` ignoring case: theirs are left as
+written."""
 REPLACED_ENV = "ISO_BENCH_KERNELS_REPLACED"
 _torch_first = False  # torch was imported before the kernels were first pinned
 _said: set[str] = set()  # the notices this process has given

@@ -11,8 +11,10 @@ seeds' post-processing methods matter.
 
 The folder holds the model as model2vec saves it (``SentenceTransformer(folder)`` loads it as StaticEmbedding +
 Normalize, without model2vec installed) and ``iso_bench_recipe.json``: the base model and its revision, the
-recipe, and the versions of model2vec, torch and transformers. Two runs give the same bytes (one torch thread,
-seeded, files written in a fixed order with the usual file mode).
+recipe, and the versions of model2vec, torch and transformers. Two runs give the same bytes on any x86-64 CPU with
+AVX2 (one torch thread, seeded, the kernels pinned by ``import iso_bench`` as for a run: the rows are forward
+passes of the base model; files written in a fixed order with the usual file mode). The folder's name is in its
+README, so the same name gives the same bytes (``models/static-all-MiniLM-L6-v2``, as the boards name it).
 
 model2vec's ``distill`` extra pins transformers below 5.4, which iso-bench's own dependencies exceed; its code
 runs with them. Install model2vec and skeletoken without that extra (``pip install 'iso-bench[static]'``), which
@@ -26,6 +28,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+import iso_bench  # noqa: F401 - first: the kernels pinned (avx2 mode) before torch or numpy compute anything
 
 RECIPE = {"pca_dims": None, "sif_coefficient": None, "quantize_to": "float32", "pooling": "mean",
           "vocabulary": "the base model's own"}

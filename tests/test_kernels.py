@@ -44,7 +44,8 @@ def test_pinning_sets_each_library_and_native_gives_back_what_it_replaced(monkey
         assert pin_kernels("native") == "native" and os.environ["ISO_BENCH_KERNELS"] == "native"
         assert {k: os.environ.get(k) for k in PINS} == {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE",
                                                       "ONEDNN_MAX_CPU_ISA": None, "MKL_ENABLE_INSTRUCTIONS": None,
-                                                      "OPENBLAS_CORETYPE": None}
+                                                      "OPENBLAS_CORETYPE": None, "FBGEMM_ENABLE_INSTRUCTIONS": None,
+                                                      "NPY_DISABLE_CPU_FEATURES": None}
     finally:
         pin_kernels(mode)
 
