@@ -36,7 +36,7 @@ from iso_bench.kinds import kind_class
 from iso_bench.kinds.cards import cards, held_out_sources
 from iso_bench.methods import make_method
 from iso_bench.registry import IsoBenchError
-from iso_bench.results.benchmark import DEFAULT_METHODS, NAME, V1, bibtex, definition, definition_sha256
+from iso_bench.results.benchmark import DEFAULT_METHODS, NAME, V1, V2, VERSIONS, bibtex, definition, definition_sha256
 from iso_bench.results.instances import encoder_of, install_capture, keep_units, track, tracked, write_instances  # noqa: F401 - named here too
 from iso_bench.results.result_files import (  # noqa: F401 - the repairs a run makes before each variant, named here too
     INSTANCES_SUFFIX,
@@ -381,20 +381,26 @@ def register_tasks() -> None:
 
 
 def register_benchmark() -> None:
-    """Add ``iso-bench v2`` and ``iso-bench v1`` to mteb's benchmarks (``mteb.get_benchmark``); called once mteb's
+    """Add ``iso-bench v3``, ``v2`` and ``v1`` to mteb's benchmarks (``mteb.get_benchmark``); called once mteb's
     benchmark module is imported. Their tasks are mteb's and iso-bench's task objects, in card order."""
     import mteb  # lazily: mteb takes seconds to import
     import mteb.benchmarks.benchmarks as module  # lazily: mteb takes seconds to import
 
-    if isinstance(getattr(module, "ISO_BENCH_V2", None), mteb.Benchmark):
+    if isinstance(getattr(module, "ISO_BENCH_V3", None), mteb.Benchmark):
         return
-    about = {NAME: "isotropy post-processing of sentence encoders compared on MTEB's STS tasks, the papers' STS "
-                   "protocol, WiC, WSD, Banking77Classification and SciFact (ranked), with isotropy diagnostics "
-                   "(unranked); every fitted method fitted on the evaluated task's texts and on held-out texts.",
+    about = {NAME: "isotropy post-processing of sentence encoders, alone and with int8, binary and dimension-cut "
+                   "storage, compared on MTEB's STS tasks, the papers' STS protocol, WiC, WSD, "
+                   "Banking77Classification and SciFact (ranked), with isotropy diagnostics (unranked); every fitted "
+                   "method fitted on the evaluated task's texts and on held-out texts; token-level variants pooled "
+                   "by the model's own pooling.",
+             V2: "isotropy post-processing of sentence encoders compared on MTEB's STS tasks, the papers' STS "
+                 "protocol, WiC, WSD, Banking77Classification and SciFact (ranked), with isotropy diagnostics "
+                 "(unranked); every fitted method fitted on the evaluated task's texts and on held-out texts.",
              V1: "isotropy post-processing of sentence encoders compared on MTEB's STS tasks, the papers' STS "
                  "protocol, WiC and WSD (ranked), with isotropy diagnostics (unranked); every fitted method fits "
                  "on the evaluated task's texts."}
-    for name, attribute in ((NAME, "ISO_BENCH_V2"), (V1, "ISO_BENCH_V1")):
+    for name in VERSIONS:
+        attribute = "ISO_BENCH_" + name.rsplit(" ", 1)[-1].upper()
         names = [t["task"] for t in definition(name)["tasks"]]
         setattr(module, attribute, mteb.Benchmark(
             name=name, tasks=mteb.get_tasks(tasks=names),

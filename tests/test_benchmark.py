@@ -1,4 +1,4 @@
-"""iso-bench v2 (and v1, frozen): a named benchmark version, registered with mteb, recorded in every result,
+"""iso-bench v3 (and v2 and v1, frozen): a named benchmark version, registered with mteb, recorded in every result,
 printed on the leaderboard with the citation to use."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import types
 from iso_bench.results.benchmark import (
     DEFAULT_METHODS,
     NAME,
+    STORAGE_METHODS,
     V1,
+    V2,
     bibtex,
     current_definition,
     definition,
@@ -20,17 +22,20 @@ from iso_bench.results.benchmark import (
 
 V1_SHA256 = "853d756f7d4b9dc7242d806b5eb0ebf3c06d76bbc67d28b991df3638903ba9fa"  # as the v1 boards print it
 V2_SHA256 = "3bf93169cd50f0ce1d9a068aab93b653c458301db64bf15690332f5ac738ae58"  # as the v2 results record it
+V3_SHA256 = "22bb4600093e64767d7cbd5eae0de28ce6fc0448d27ac7747aac2fdb03f5f9df"  # as the v3 results record it
 
 
 def test_importing_iso_bench_loads_no_mteb_and_mteb_then_knows_the_benchmark() -> None:
     code = ("import sys, iso_bench; assert 'mteb' not in sys.modules, 'mteb loaded'; import mteb; "
             f"b = mteb.get_benchmark({NAME!r}); print(' '.join(t.metadata.name for t in b.tasks)); "
-            "print(b.citation.splitlines()[0])")
+            "print(b.citation.splitlines()[0]); "
+            f"print(*(mteb.get_benchmark(n).description.rsplit(' ', 1)[-1] for n in {(V2, V1)!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     from iso_bench.kinds.cards import suites
 
     assert out[0].split() == list(suites()["all"])  # the all suite, in card order
     assert out[1] == "@software{isobench2026,"
+    assert out[2].split() == [V2_SHA256 + ".", V1_SHA256 + "."]  # the earlier versions stay mteb's too
 
 
 def test_mteb_finds_the_benchmark_when_its_registry_was_built_before_iso_bench_was_imported() -> None:
@@ -64,21 +69,51 @@ def test_v1_is_frozen_whatever_the_cards_and_default_methods_now_say() -> None:
     assert definition_sha256(V1) == V1_SHA256 and v1["name"] == V1 and v1["fit_corpus"] == "task"
     assert "mean-proj" not in v1["methods"] and "mean-proj" in DEFAULT_METHODS
     assert "SciFact" not in {t["task"] for t in v1["tasks"]} and len(v1["tasks"]) == 17
-    assert definition_sha256() != V1_SHA256 and "v2" in bibtex() and V1_SHA256[:12] in bibtex(V1)
+    assert definition_sha256() != V1_SHA256 and "v3" in bibtex() and V1_SHA256[:12] in bibtex(V1)
     v1["name"] = "changed"  # a copy: the frozen definition cannot be changed through it
     assert definition_sha256(V1) == V1_SHA256
 
 
-def test_v2_is_frozen_and_today_s_cards_and_defaults_still_define_it(monkeypatch) -> None:
-    """v2 is read from its file, so its SHA-256 is the one every v2 result records; the definition computed from
-    today's cards and default methods equals it (a change to either is a new version), and a changed default
-    changes the computed definition, never the frozen one."""
-    assert definition_sha256() == V2_SHA256 and definition(NAME)["name"] == NAME
+def test_v2_is_frozen_without_the_bytes_axis_whatever_the_methods_now_say() -> None:
+    """v2 had the 13 default methods and no storage stage, and its token-level variants pooled by a plain mean: its
+    definition is data, so its SHA-256 is the one every v2 result records."""
+    v2 = definition(V2)
+    assert definition_sha256(V2) == V2_SHA256 and v2["name"] == V2 and list(v2["methods"]) == sorted(DEFAULT_METHODS)
+    assert "token_level" not in v2 and "storage" not in v2 and v2["fit_corpora"] == ["task", "held-out"]
+    assert {t["task"] for t in v2["tasks"]} == {t["task"] for t in definition()["tasks"]}  # v3 keeps v2's tasks
+    assert "v2" in bibtex(V2) and V2_SHA256[:12] in bibtex(V2)
+
+
+def test_v3_is_frozen_and_today_s_cards_and_methods_still_define_it(monkeypatch) -> None:
+    """v3 is read from its file, so its SHA-256 is the one every v3 result records; the definition computed from
+    today's cards, default methods and bytes axis equals it (a change to any is a new version), and a changed
+    default changes the computed definition, never the frozen one."""
+    assert definition_sha256() == V3_SHA256 and definition(NAME)["name"] == NAME == "iso-bench v3"
     assert current_definition() == definition(NAME)
     from iso_bench.results import benchmark
 
     monkeypatch.setattr(benchmark, "DEFAULT_METHODS", DEFAULT_METHODS[:-1])
-    assert "mean-proj" not in current_definition()["methods"] and definition_sha256() == V2_SHA256
+    assert "mean-proj" not in current_definition()["methods"] and definition_sha256() == V3_SHA256
+    monkeypatch.setattr(benchmark, "STORAGE_METHODS", STORAGE_METHODS[:-1])
+    assert "pca-64-precision=binary" not in current_definition()["methods"]
+
+
+def test_v3_adds_the_bytes_axis_with_resolved_parameters_and_the_model_s_own_pooling() -> None:
+    """30 storage specs: int8 and binary of raw, center, zscore, whiten, whiten-256 and zipfian-whiten (12), and
+    truncate-k and pca-k at 256, 128 and 64 dimensions, each alone, in int8 and in binary (18)."""
+    methods = definition()["methods"]
+    assert len(STORAGE_METHODS) == len(set(STORAGE_METHODS)) == 30 and len(methods) == 43
+    assert set(methods) == set(DEFAULT_METHODS) | set(STORAGE_METHODS)
+    assert methods["zipfian-whiten-precision=int8"] == {
+        "method": "zipfian-whiten", "level": "token",
+        "params": {"weights": "zipf", "n_components": None, "eps": 0.0, "precision": "int8"}}
+    assert methods["pca-64-precision=binary"] == {"method": "pca", "level": "sentence",
+                                                   "params": {"n_components": 64, "precision": "binary"}}
+    assert methods["truncate-128"] == {"method": "truncate", "level": "sentence", "params": {"truncate_dim": 128}}
+    assert sum(spec.endswith("-precision=int8") for spec in methods) == 12  # 6 methods and 6 cuts
+    assert "model's own pooling" in definition()["token_level"] and "Hamming" in definition()["storage"]["binary"]
+    assert result_record("pca-128-precision=int8", "held-out", 1000)["conforms"]
+    assert result_record("pca-96", "task", 1000)["differs"] == ["method parameters"]  # not a v3 cut
 
 
 def test_a_result_conforms_only_with_the_benchmarks_method_fit_corpus_and_resamples() -> None:
@@ -87,7 +122,7 @@ def test_a_result_conforms_only_with_the_benchmarks_method_fit_corpus_and_resamp
     assert result_record("whiten-eps=0.1", "task", 1000)["differs"] == ["method parameters"]
     assert result_record("whiten-level=token", "task", 1000)["differs"] == ["method parameters"]
     assert result_record("whiten", "train", 200)["differs"] == ["fit corpus", "resamples"]
-    assert result_record("whiten", "held-out", 1000)["conforms"]  # v2's second setting
+    assert result_record("whiten", "held-out", 1000)["conforms"]  # the second setting (since v2)
 
 
 def test_results_record_the_benchmark_and_the_leaderboard_counts_them(keyword_variant) -> None:

@@ -74,18 +74,20 @@ def test_list_names_every_method_and_every_carded_task(capsys: pytest.CaptureFix
 
 
 def test_list_is_plain_text_marks_the_defaults_and_names_mteb_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
-    from iso_bench.results.benchmark import DEFAULT_METHODS
+    from iso_bench.results.benchmark import DEFAULT_METHODS, STORAGE_METHODS
 
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "``" not in out and not re.search(r":(class|func|meth|mod):", out)  # no docstring markup
     assert "  abtt *  " in out and "  mteb-sts *  " in out and "  paper-sts    " in out  # what a bare run runs
-    assert f"default methods (a run without --methods): {' '.join(DEFAULT_METHODS)}" in out
+    assert f"default methods (a run without --methods; --methods default): {' '.join(DEFAULT_METHODS)}" in out
+    storage = "storage methods (--methods storage; with default, the benchmark's every method): "
+    assert f"{storage}{' '.join(STORAGE_METHODS)}\n" in out
     assert '"MTEB(eng, v2)"' in out and "iso-bench list --benchmarks" in out
     assert main(["list", "--benchmarks"]) == 0
     every = capsys.readouterr().out.splitlines()
     assert '  "MTEB(eng, v2)"  (41 tasks)' in every and '  "iso-bench v1"  (17 tasks)' in every
-    assert '  "iso-bench v2"  (19 tasks)' in every
+    assert '  "iso-bench v2"  (19 tasks)' in every and '  "iso-bench v3"  (19 tasks)' in every
 
 
 @pytest.mark.parametrize(

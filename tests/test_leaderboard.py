@@ -30,7 +30,7 @@ from iso_bench.report import (
 )
 from iso_bench.report.board import place
 from iso_bench.report.tables import format_delta
-from iso_bench.results.benchmark import definition_sha256
+from iso_bench.results.benchmark import NAME, definition_sha256
 from tests.report_helpers import CMD_A, CMD_W, REV, small_case, write_result
 
 PROVENANCE_STS = """\
@@ -61,7 +61,7 @@ Provenance:
 """  # noqa: E501
 
 # the line under the title: this iso-bench's benchmark, what the 7 hand-written results record (none), how to cite
-BENCHMARK_LINE = (f"Benchmark: iso-bench v2, definition SHA-256 {definition_sha256()} (its tasks, main scores, fit "
+BENCHMARK_LINE = (f"Benchmark: {NAME}, definition SHA-256 {definition_sha256()} (its tasks, main scores, fit "
                   "protocol and method defaults: `iso_bench.results.benchmark.definition()`). Result files by the "
                   "benchmark they record: none recorded: 7. Cite as `isobench2026` (CITATION.cff at the repository "
                   "root), with the definition's SHA-256.")

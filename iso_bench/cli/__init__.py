@@ -31,7 +31,7 @@ from iso_bench._version import __version__
 from iso_bench.backbones.hf_backbone import POOLINGS
 from iso_bench.backbones.precision import DTYPES
 from iso_bench.checks import check_seeds, set_threads
-from iso_bench.cli.arguments import device_name, method_spec, positive_int, seconds  # noqa: F401 - named here too
+from iso_bench.cli.arguments import device_name, expand_methods, method_spec, positive_int, seconds  # noqa: F401
 from iso_bench.cli.console import Terminated, console, terminate_as_interrupt
 from iso_bench.cli.outliers import DTYPE_HELP, add_outliers, cmd_outliers, outlier_corpus  # noqa: F401 - named here too
 from iso_bench.cli.submission import add_submission
@@ -49,7 +49,7 @@ from iso_bench.methods.listing import describe_methods
 from iso_bench.mteb_plugin import DEFAULT_MODEL
 from iso_bench.registry import IsoBenchError
 from iso_bench.report import FORMATS, write_leaderboard
-from iso_bench.results.benchmark import DEFAULT_METHODS
+from iso_bench.results.benchmark import DEFAULT_METHODS, STORAGE_METHODS
 from iso_bench.vectors.manage import describe, parse_size, prune
 from iso_bench.vectors.store import default_cache_dir
 
@@ -146,7 +146,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                      help=f"hub ids or local folders; several make a grid (default: {DEFAULT_MODEL})")
     run.add_argument("--revision", help="model revision (default: the one mteb pins, else the latest)")
     run.add_argument("--methods", nargs="+", type=method_spec, default=list(DEFAULT_METHODS), metavar="SPEC",
-                     help="method specs, e.g. raw whiten-256 abtt-7 cluster-pca-27-12 (default: %(default)s)")
+                     help="method specs, e.g. raw whiten-256 abtt-7 cluster-pca-27-12, or groups: default (the "
+                     "default methods), storage (the benchmark's bytes axis: int8, binary and dimension cuts); "
+                     "`default storage` is iso-bench v3's every method (default: %(default)s)")
     run.add_argument("--tasks", nargs="+", default=["mteb-sts"], metavar="NAME",
                      help="task, suite or mteb benchmark names, e.g. STS16 mteb-sts 'MTEB(eng, v2)' (default: "
                      "mteb-sts); see `iso-bench list`")
@@ -257,7 +259,8 @@ def _add_leaderboard(sub: argparse._SubParsersAction) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     """Methods (from the method registry), suites and tasks (from the task cards), mteb's benchmarks (their
     names only with ``--benchmarks``, which imports mteb)."""
-    print(f"{describe_methods(DEFAULT_METHODS)}\n\n{describe_tasks()}\n\n{describe_benchmarks(args.benchmarks)}")
+    methods = describe_methods(DEFAULT_METHODS, STORAGE_METHODS)
+    print(f"{methods}\n\n{describe_tasks()}\n\n{describe_benchmarks(args.benchmarks)}")
     return 0
 
 
@@ -265,7 +268,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Evaluate every variant of every model on every task; print the table of main scores. 1 when some cell
     (or, in a grid, some job) failed."""
     cfg = RunConfig(
-        model=args.model[0], revision=args.revision, methods=args.methods, tasks=args.tasks,
+        model=args.model[0], revision=args.revision, methods=expand_methods(args.methods), tasks=args.tasks,
         results_dir=args.results, data_dir=args.data_dir, cache_dir=args.cache_dir, device=args.device,
         batch_size=args.batch_size, fit_corpus=args.fit_corpus, fit_sample=args.fit_sample, seed=args.seed,
         fit_budget=args.fit_budget, token_cache_texts=args.token_cache_texts, seeds=args.seeds or (),

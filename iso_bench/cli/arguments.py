@@ -41,9 +41,26 @@ def device_name(text: str) -> str:
 
 
 def method_spec(text: str) -> str:
-    """A method spec that names a registered method with valid parameters (returned unchanged)."""
+    """A method spec that names a registered method with valid parameters, or a group of them (``default``,
+    ``storage``: :data:`~iso_bench.results.benchmark.METHOD_GROUPS`), returned unchanged."""
+    from iso_bench.results.benchmark import METHOD_GROUPS  # lazily: it reads the task cards
+
+    if text in METHOD_GROUPS:
+        return text
+
     try:
         make_method(text)
     except MethodError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def expand_methods(specs: list[str]) -> list[str]:
+    """``--methods`` with each group name replaced by its specs, each spec once, in order.
+
+    >>> expand_methods(["raw", "storage"])[:3], len(expand_methods(["default", "storage", "raw"]))
+    (['raw', 'raw-precision=int8', 'raw-precision=binary'], 43)
+    """
+    from iso_bench.results.benchmark import METHOD_GROUPS  # lazily: it reads the task cards
+
+    return list(dict.fromkeys(s for spec in specs for s in METHOD_GROUPS.get(spec, (spec,))))

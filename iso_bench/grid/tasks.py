@@ -114,7 +114,7 @@ def _prepared(repo: str) -> bool:
     return (Path(config.HF_DATASETS_CACHE) / f"{org}___{camelcase_to_snakecase(name)}").is_dir()
 
 
-EXAMPLE_BENCHMARKS = ("MTEB(eng, v2)", "MTEB(Multilingual, v2)", "iso-bench v2", "iso-bench v1")
+EXAMPLE_BENCHMARKS = ("MTEB(eng, v2)", "MTEB(Multilingual, v2)", "iso-bench v3", "iso-bench v2", "iso-bench v1")
 
 
 def describe_benchmarks(every: bool = False) -> str:
@@ -125,7 +125,7 @@ def describe_benchmarks(every: bool = False) -> str:
     if not every:
         names = ", ".join(f'"{n}"' for n in EXAMPLE_BENCHMARKS)
         return f"{head}\n  e.g. {names}; every one mteb knows: iso-bench list --benchmarks"
-    import mteb  # lazily: mteb takes seconds to import (iso-bench's hook adds "iso-bench v2" and v1 to its benchmarks)
+    import mteb  # lazily: mteb takes seconds to import (iso-bench's hook adds its versions to its benchmarks)
 
     rows = sorted((b.name, len(b.tasks)) for b in mteb.get_benchmarks())
     return "\n".join([head, *(f'  "{name}"  ({n} tasks)' for name, n in rows)])

@@ -22,9 +22,10 @@ def plain_doc(text: str) -> str:
     return _LITERAL.sub(r"\1", text)
 
 
-def describe_methods(defaults: Sequence[str]) -> str:
+def describe_methods(defaults: Sequence[str], storage: Sequence[str] = ()) -> str:
     """The methods, in the README's order, each marked ``*`` when one of ``defaults`` (the specs a run without
-    ``--methods`` runs) is of it; then the storage stages every spec takes, and those specs."""
+    ``--methods`` runs) is of it; then the storage stages every spec takes, those specs, and the ``storage`` group's
+    (the benchmark's bytes axis) where given."""
     default_names = {make_method(spec)[0].name for spec in defaults}
     lines = ["methods (--methods takes specs: name[-positional...][-key=value...]; * = run by default):"]
     for name in method_names():
@@ -36,7 +37,10 @@ def describe_methods(defaults: Sequence[str]) -> str:
         lines += [f"  {name + mark:<16} {doc}", f"  {'':<16} level={cls.default_level};{positional} {params}"]
     lines.append(f"storage stages, after any spec: {', '.join(f'-precision={p}' for p in STAGES)} "
                  "(whiten-256-precision=binary; a token-level spec's int8 ranges: its pooled fit vectors)")
-    lines.append(f"default methods (a run without --methods): {' '.join(defaults)}")
+    lines.append(f"default methods (a run without --methods; --methods default): {' '.join(defaults)}")
+    if storage:
+        lines.append(f"storage methods (--methods storage; with default, the benchmark's every method): "
+                     f"{' '.join(storage)}")
     return "\n".join(lines)
 
 

@@ -38,7 +38,7 @@ from iso_bench.report.matrix import NOTE as MATRIX_NOTE
 from iso_bench.report.matrix import Matrix, verdict_matrices
 from iso_bench.report.plots import plot_data
 from iso_bench.report.verdict import verdict_lines
-from iso_bench.results.benchmark import CITATION_KEY, NAME, V1, definition_sha256
+from iso_bench.results.benchmark import CITATION_KEY, NAME, VERSIONS, definition_sha256
 from iso_bench.results.result_files import VERIFIED
 
 if TYPE_CHECKING:
@@ -190,10 +190,10 @@ def no_plot_note(section: Section) -> str:
 
 
 def board_benchmark(board: Leaderboard) -> str:
-    """The benchmark a board is of: the one definition its results record where that is v1 or v2 (the v1 boards
-    stay v1 boards), else this iso-bench's (:data:`~iso_bench.results.benchmark.NAME`)."""
+    """The benchmark a board is of: the one definition its results record where that is a published version (the
+    v1 and v2 boards stay v1 and v2 boards), else this iso-bench's (:data:`~iso_bench.results.benchmark.NAME`)."""
     labels = [label for label, _ in board.benchmarks if label != NO_BENCHMARK]
-    known = {f"{name}, definition {definition_sha256(name)[:12]}": name for name in (NAME, V1)}
+    known = {f"{name}, definition {definition_sha256(name)[:12]}": name for name in VERSIONS}
     return known[labels[0]] if len(labels) == 1 and labels[0] in known else NAME
 
 
