@@ -316,3 +316,23 @@ def test_a_dask_engine_without_a_usable_worker_says_so_and_gives_up_at_its_limit
                 engine.wait_ready(gpu=True, say=said.append)
         finally:
             engine.close()
+
+
+def test_the_benchmarks_every_method_is_two_group_names_and_the_command_keeps_them(mirror, tmp_path: Path,
+                                                                                  capsys) -> None:
+    """``--methods default storage`` plans v3's 43 specs (each once, a spec named again too); the command a result
+    records names the groups as given."""
+    import argparse
+
+    from iso_bench.cli import main
+    from iso_bench.grid.plan import reproduce_command
+    from iso_bench.results.benchmark import definition
+
+    assert main(["run", "--methods", "default", "storage", "raw", "--tasks", "STS12", "--dry-run", "--results",
+                 str(tmp_path), "--data-dir", str(mirror)]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith(MINILM)]
+    assert f" 0/{len(definition()['methods'])} " in row and len(definition()["methods"]) == 43
+    args = argparse.Namespace(revision=None, methods=["default", "storage"], tasks=["all"], data_dir=None,
+                              fit_corpus="task", fit_sample=None, fit_budget=None, seed=0, seeds=None, pooling=None,
+                              layer=None, dtype="auto", resamples=1000, kernels=None)
+    assert reproduce_command(args, MINILM).startswith(f"iso-bench run --model {MINILM} --methods default storage ")
