@@ -91,3 +91,23 @@ def test_published_units_pack_to_the_bytes_derived_by_hand_and_back() -> None:
     assert len(gold) <= 256  # a uint8 index
     assert sum(a.nbytes for a in packed.values()) == 4 * len(units) + len(units) + 8 * len(gold) + 16
     assert _bits(unpack(packed, KEY)) == _bits(units)
+
+
+def test_strata_are_kept_in_the_narrowest_unsigned_integers_and_read_back_as_int64(tmp_path: Path) -> None:
+    from iso_bench.results.units_file import narrow_strata, strata_of
+
+    strata = np.repeat(np.arange(5, dtype=np.int64), 8)  # 5 subsets of 8 units: one byte each, not eight
+    units = np.stack([np.linspace(0, 1, 40), np.arange(40) % 6 / 5], axis=1)
+    arrays = {KEY: units, "test/default/statistic": np.array("wmean"), "test/default/main_score": np.array(0.5),
+              "test/default/strata": strata, "test/default/strata_names": np.array(list("abcde"))}
+    target = tmp_path / "STS12-SentEval.instances.npz"
+    sha = write_units_file(target, arrays, [])
+    with np.load(target) as stored:
+        assert stored["test/default/strata"].dtype == np.uint8
+    _, statistic, back = load_units(tmp_path / "STS12-SentEval.json", {"file": target.name, "sha256": sha,
+                                                                       "key": "test/default"})
+    assert back.dtype == np.int64 and np.array_equal(back, strata) and statistic == "wmean"
+    assert narrow_strata(np.arange(300)).dtype == np.uint16
+    for kept in (np.array([-1, 0, 1]), np.array([0, 70000]), np.array([0.0, 1.0])):  # not narrowed: as given
+        assert narrow_strata(kept).dtype == kept.dtype
+    assert strata_of({}, "test/default") is None

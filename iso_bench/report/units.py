@@ -234,7 +234,7 @@ def _parse(path: Path, data: bytes, inst: Mapping[str, Any], result: Result) -> 
     units = np.asarray(stored, dtype=np.float64)
     if statistic == "mean" and units.ndim == 2 and units.shape[1] == 1:
         units = units[:, 0]
-    strata = arrays.get(f"{key}/strata")
+    strata = units_file.strata_of(arrays, key)
     if statistic == "wmean" and (strata is None or strata.shape != units.shape[:1]):
         raise bad("wmean units without one stratum per unit")
     shape_ok = {"(n, 2)": units.ndim == 2 and units.shape[1:] == (2,), "(n,)": units.ndim == 1,

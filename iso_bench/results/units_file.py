@@ -4,7 +4,8 @@ values, bit for bit.
 
 The file (``np.savez``, no pickled objects) holds, per (split, subset) group ``<split>/<subset>`` (its key): the
 units, float64 (n, k) as :func:`pack` stores them, ``<key>/statistic`` (0-d str), ``<key>/main_score`` (float64:
-the main score the units give) and, where resampling keeps subsets apart, ``<key>/strata`` (int64 (n,)) with
+the main score the units give) and, where resampling keeps subsets apart, ``<key>/strata`` (the subset of each
+unit: integers (n,) in the narrowest unsigned type that holds them, read back as int64) with
 ``<key>/strata_names`` (str (S,)). The score entry's record names the file, its SHA-256 and the group
 (:func:`iso_bench.results.instances.write_instances`).
 
@@ -46,6 +47,8 @@ from iso_bench.results.result_files import InstancesError
 
 SUFFIX = "/units"
 """The name of a group's units in a units file: ``<key>/units``."""
+STRATA = "/strata"
+"""The name of a group's strata (the subset of each unit): ``<key>/strata``."""
 
 
 def pack(name: str, array: Any) -> dict[str, np.ndarray]:
@@ -65,11 +68,31 @@ def pack(name: str, array: Any) -> dict[str, np.ndarray]:
 
 
 def pack_groups(arrays: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """A units file's ``arrays`` (name -> array) with every group's units (``<key>/units``) :func:`pack`-ed."""
+    """A units file's ``arrays`` (name -> array) with every group's units (``<key>/units``) :func:`pack`-ed and
+    its strata (``<key>/strata``, subset numbers) in the narrowest unsigned integers that hold them."""
     out: dict[str, np.ndarray] = {}
     for name, array in arrays.items():
-        out.update(pack(name, array) if name.endswith(SUFFIX) else {name: array})
+        if name.endswith(SUFFIX):
+            out.update(pack(name, array))
+        elif name.endswith(STRATA):
+            out[name] = narrow_strata(array)
+        else:
+            out[name] = array
     return out
+
+
+def narrow_strata(array: Any) -> np.ndarray:
+    """Subset numbers as uint8 or uint16 where they fit (read back as int64 by :func:`strata_of`)."""
+    a = np.asarray(array)
+    if a.dtype.kind not in "iu" or a.size == 0 or a.min() < 0 or a.max() > np.iinfo(np.uint16).max:
+        return a
+    return a.astype(np.uint8 if a.max() <= np.iinfo(np.uint8).max else np.uint16)
+
+
+def strata_of(arrays: Mapping[str, Any], key: str) -> np.ndarray | None:
+    """A group's strata as int64, in whichever width they were stored; ``None`` where it has none."""
+    name = f"{key}{STRATA}"
+    return np.asarray(arrays[name]).astype(np.int64) if name in arrays else None
 
 
 def _narrowest(name: str, column: np.ndarray) -> dict[str, np.ndarray]:
@@ -181,8 +204,9 @@ def load_units(result_json_path: str | Path, record: Mapping[str, Any]) -> tuple
             raise InstancesError(f"{path}: group {key!r} (recorded in {result.name}) is malformed: {exc}") from None
         if units is None:
             raise InstancesError(f"{path}: holds no group {key!r} (recorded in {result.name})")
-        strata = found[f"{key}/strata"] if f"{key}/strata" in found.files else None
+        strata = strata_of(found, key)
         return units, statistic_of(str(found[f"{key}/statistic"])), strata
 
 
-__all__ = ["SUFFIX", "load_units", "pack", "pack_groups", "unpack", "write_units_file"]
+__all__ = ["STRATA", "SUFFIX", "load_units", "narrow_strata", "pack", "pack_groups", "strata_of", "unpack",
+           "write_units_file"]
