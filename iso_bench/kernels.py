@@ -7,7 +7,7 @@ kernels for the CPU they find. On a CPU with AVX-512, three choices move the bit
 on all-MiniLM-L6-v2): ATen's vectorised kernels (layer norm, softmax; ``ATEN_CPU_CAPABILITY``), oneDNN's (GELU;
 ``ONEDNN_MAX_CPU_ISA``) and MKL's GEMM mode (``MKL_CBWR``); the methods' fits run on numpy's OpenBLAS, which
 picks its own kernels (``OPENBLAS_CORETYPE``), numpy's own loops pick theirs (``NPY_DISABLE_CPU_FEATURES``), and
-a static model's mean of token rows runs on FBGEMM's (``FBGEMM_ENABLE_INSTRUCTIONS``). Each library reads its
+so do FBGEMM's, torch's ``EmbeddingBag`` and quantized kernels (``FBGEMM_ENABLE_INSTRUCTIONS``). Each library reads its
 setting once, when it first runs, so the settings are made before torch and numpy compute anything:
 :func:`pin_kernels` sets them, and ``import iso_bench`` calls it (the mode in ``$ISO_BENCH_KERNELS``: ``avx2``, the
 default, or ``native``, each library's own choice, faster on some CPUs). A process started by iso-bench (a local
@@ -48,9 +48,10 @@ PINS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE
         "MKL_CBWR": "AVX2", "OPENBLAS_CORETYPE": "Haswell", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
         "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}
 """What the ``avx2`` mode sets: each library's kernels at the AVX2 level (MKL on a CPU not made by Intel takes
-``MKL_CBWR=AVX2`` as its automatic branch in reproducible mode; FBGEMM, whose kernels torch's ``EmbeddingBag``
-runs on the CPU, a static model's pooling, picks its own instruction set unless told; numpy 2's own AVX-512 loops
-(its ``exp``, ``log``, ``power`` and sorts among them) are turned off by name, which numpy reads at import)."""
+``MKL_CBWR=AVX2`` as its automatic branch in reproducible mode; FBGEMM, torch's CPU kernels for ``EmbeddingBag``
+and quantized operations, picks its own instruction set unless told (its ``EmbeddingBag`` adds a bag's rows in the
+same order at either width: a static model's mean is the same either way); numpy 2's own AVX-512 loops (its
+``exp``, ``log``, ``power`` and sorts among them) are turned off by name, which numpy reads at import)."""
 KEPT_LOWER = {"ATEN_CPU_CAPABILITY": "default"}
 """A level below the pin that the environment may name and that is kept (its vectors are of their own class)."""
 FIRST_CLASS = "cpu-native-avx512-amd-25-17"
