@@ -84,6 +84,8 @@ class Fits:
                         streamed, X = self._stream_fit(method, corpus, level) if method.streaming() else (None, None)
                         if streamed is not None:
                             n_vectors = streamed
+                            if getattr(method, "calibrates", False):  # an int8 stage: its ranges, a second pass
+                                method.calibrate_batches(self._fit_batches(corpus, level))
                         else:
                             X = self._fit_matrix(corpus, level) if X is None else X
                             n_vectors = len(X)

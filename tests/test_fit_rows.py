@@ -89,3 +89,21 @@ def test_the_published_boards_largest_token_fits_are_under_the_bound(n_vectors, 
     768-d, the static model at 384-d, as their result files record them) are whole: their bits do not move."""
     assert n_vectors * dim < TOKEN_FIT_VALUES
     assert TOKEN_FIT_VALUES // 4096 == 327_680  # an LLM embedder's token fit: at most 5 GiB of float32
+
+
+def test_an_int8_variant_of_a_streaming_method_streams_its_corpus_as_the_method_does(tmp_path, monkeypatch) -> None:
+    """Beyond the token budget, whiten's token-level fit (a word task's) streams its corpus whole; so does its int8
+    variant's (never a sample): the same fitted state, and ranges from a second pass over the same token batches."""
+    texts = _texts(60)  # 300 token vectors; a budget of 40 texts is 10 at token level
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    plain, _ = _variant("whiten", texts, 40, tmp_path / "a", monkeypatch)
+    staged, _ = _variant("whiten-precision=int8", texts, 40, tmp_path / "b", monkeypatch)
+    a, b = plain.fitted_method(None, "token"), staged.fitted_method(None, "token")
+    for variant in (plain, staged):
+        record = variant.fit_records[variant.corpus(None).key]
+        assert "sample" not in record and record["fits"][0]["n_vectors"] == 300
+    np.testing.assert_array_equal(a.W_, b.W_)
+    Z = np.vstack([a.transform(X) for X in plain._fit_batches(plain.corpus(None), "token")])
+    assert len(Z) == 300
+    np.testing.assert_array_equal(b.ranges_, np.vstack((Z.min(axis=0), Z.max(axis=0))).astype(np.float32))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from iso_bench.methods import MethodError, canonical_spec, make_method, storage_of, storage_record
+from iso_bench.methods.base import NotFittedError
 from iso_bench.methods.contract import anisotropic
 from iso_bench.vectors.fit_cache import load_fit, save_fit
 from tests.conftest import MINILM
@@ -74,15 +75,39 @@ def test_int8_ranges_are_calibrated_on_the_fit_vectors_alone() -> None:
     assert (staged.transform(fit).min(axis=0) == -128).all()
 
 
-def test_an_int8_stage_makes_raw_a_fitted_variant_and_does_not_stream() -> None:
+def test_an_int8_stage_makes_raw_a_fitted_variant_and_streams_where_its_method_does() -> None:
     raw8, level = make_method("raw-precision=int8")
     assert level == "sentence" and type(raw8).fitted and not raw8.streaming()
     assert not type(make_method("raw-precision=binary")[0]).fitted and not type(make_method("raw")[0]).fitted
     assert make_method("whiten-precision=binary")[0].streaming()  # the sign needs no calibration: whiten streams
+    assert make_method("whiten-precision=int8")[0].streaming()
+    assert make_method("zipfian-whiten-precision=int8")[0].streaming()
+    assert not make_method("cluster-pca-precision=int8")[0].streaming()  # as cluster-pca itself
     with pytest.raises(MethodError, match="fits on all of its vectors at once"):
-        make_method("whiten-precision=int8")[0].partial_fit(anisotropic(n=10, d=8))
+        raw8.partial_fit(anisotropic(n=10, d=8))
     with pytest.raises(MethodError, match="not fitted"):
         raw8.transform(np.ones((2, 3)))
+
+
+def test_a_streamed_int8_fit_is_its_methods_streamed_fit_with_the_ranges_of_its_transformed_batches() -> None:
+    """partial_fit on batches, then the ranges a batch at a time: the method's state is that of the plain
+    method streamed on the same batches (bit for bit), and the ranges are each dimension's minimum and maximum
+    of that method's transform of every fit vector (float32, as sentence-transformers keeps them)."""
+    X = anisotropic(n=900, d=10)
+    batches = [X[:1], X[1:350], X[350:900]]
+    staged, plain = make_method("whiten-4-precision=int8")[0], make_method("whiten-4")[0]
+    for b in batches:
+        staged.partial_fit(b)
+        plain.partial_fit(b)
+    staged.finalize()
+    staged.calibrate_batches(iter(batches))
+    np.testing.assert_array_equal(staged.W_, plain.finalize().W_)
+    Z = np.vstack([plain.transform(b) for b in batches])
+    np.testing.assert_array_equal(staged.ranges_, np.vstack((Z.min(axis=0), Z.max(axis=0))).astype(np.float32))
+    codes = staged.transform(X)
+    assert codes.min() == -128 and codes.max() <= 127 and (codes.min(axis=0) == -128).all()
+    with pytest.raises(NotFittedError, match="no fit vectors"):
+        make_method("whiten-4-precision=int8")[0].calibrate_batches(iter([]))
 
 
 def test_specs_name_the_stage_after_the_method_parameters() -> None:

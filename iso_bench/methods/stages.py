@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -100,7 +101,10 @@ class Int8(Stage):
     calibrates = True
 
     def streaming(self) -> bool:
-        return False  # the ranges are those of the transformed fit vectors: all of them at once
+        """The method's own: where its fit streams (a fit corpus beyond the budget), the stage's ranges are a
+        second pass over the same batches (:meth:`calibrate_batches`), so that the int8 variant's vectors are
+        those of the method's variant, fitted the same way, and no fit holds the corpus whole."""
+        return self.method_class.streaming(self)  # type: ignore[arg-type]
 
     def fit(self, X: np.ndarray) -> Method:
         """The method's fit, then each dimension's range over its transform of the same fit vectors."""
@@ -108,6 +112,18 @@ class Int8(Stage):
         Z = super().transform(X)  # type: ignore[misc]
         self._set_ranges(Z.min(axis=0), Z.max(axis=0))
         return self  # type: ignore[return-value]
+
+    def calibrate_batches(self, batches: Iterable[np.ndarray]) -> None:
+        """The ranges of a streamed fit (:meth:`partial_fit`, then :meth:`finalize`): each dimension's minimum and
+        maximum over the method's transform of the fit vectors, a batch at a time, kept as they come."""
+        low = high = None
+        for X in batches:
+            Z = self.unstaged_transform(X)
+            low = Z.min(axis=0) if low is None else np.minimum(low, Z.min(axis=0))
+            high = Z.max(axis=0) if high is None else np.maximum(high, Z.max(axis=0))
+        if low is None:
+            raise NotFittedError(f"method {self.spec!r}: no fit vectors to calibrate its int8 ranges on")  # type: ignore
+        self._set_ranges(low, high)
 
     def _set_ranges(self, low: np.ndarray, high: np.ndarray) -> None:
         # sentence-transformers' calibration (min and max of the calibration embeddings), in its float32
