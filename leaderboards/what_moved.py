@@ -1,0 +1,109 @@
+"""Compare every main score of one results folder with its counterpart in another: what moved from iso-bench v2
+to v3, and by how much.
+
+    python leaderboards/what_moved.py leaderboards/v2 leaderboards/v3 [--csv moved.csv]
+
+A result is matched by encoder, variant (its folder's spec), fit setting and seed, and task; a token-level
+variant's v3 setup (``..._token_pooling_model``: the model's own pooling) is matched with v2's (a mean of the
+text's tokens). Per score entry (split and subset) it prints the difference of the main scores and whether the
+per-instance units are the same float64 values. The summary counts, per encoder and variant group, the results
+that are equal, that moved by at most 1e-6, by at most 1e-5, and by more, with the largest move; ``--csv`` writes
+every pair. Results of one folder only (v3's bytes axis) are counted apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from iso_bench.results.units_file import unpack
+
+TOKEN_SETUP = "__token_pooling_model"
+TOKEN_LEVEL = ("cluster-pca", "zipfian-whiten")
+
+
+def scores(folder: Path) -> dict[tuple[str, str, str, str, str, str], tuple[float, np.ndarray | None]]:
+    """``(model, spec, setup, task, split, subset) -> (main score, units or None)`` of every result under
+    ``folder/results``."""
+    out = {}
+    for path in sorted((folder / "results").glob("*/*/**/*.json")):
+        if path.name == "model_meta.json":
+            continue
+        model, _, spec = path.relative_to(folder / "results").parts[0].partition("+")
+        parts = path.relative_to(folder / "results").parts
+        setup = parts[3].replace(TOKEN_SETUP, "") if len(parts) > 4 and parts[2] == "experiments" else "-"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        npz = path.with_name(path.stem + ".instances.npz")
+        stored = np.load(npz) if npz.is_file() else None
+        for split, entries in data["scores"].items():
+            for entry in entries:
+                record = entry.get("iso_bench", {}).get("instances") or {}
+                units = None
+                if stored is not None and record.get("file") and record.get("key"):
+                    units = unpack(stored, f"{record['key']}/units")
+                out[(model, spec, setup, data["task_name"], split, entry.get("hf_subset", "default"))] = (
+                    float(entry["main_score"]), units)
+    return out
+
+
+def group_of(spec: str) -> str:
+    if spec.split("-level=")[0] in TOKEN_LEVEL:
+        return f"{spec} (token-level)"
+    return spec
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("old", type=Path)
+    parser.add_argument("new", type=Path)
+    parser.add_argument("--csv", type=Path, help="write every matched pair here")
+    parser.add_argument("--model", help="only this encoder (its folder name before '+')")
+    args = parser.parse_args(argv)
+    old, new = scores(args.old), scores(args.new)
+    if args.model:
+        old = {k: v for k, v in old.items() if k[0] == args.model}
+        new = {k: v for k, v in new.items() if k[0] == args.model}
+    both = sorted(set(old) & set(new))
+    rows = []
+    for key in both:
+        (a, ua), (b, ub) = old[key], new[key]
+        same_units = ua is not None and ub is not None and ua.shape == ub.shape and ua.tobytes() == ub.tobytes()
+        rows.append((*key, a, b, b - a, same_units))
+    if args.csv:
+        with args.csv.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["model", "spec", "setup", "task", "split", "subset", "old", "new",
+                             "difference", "same_units"])
+            writer.writerows(rows)
+    # per (encoder, variant): n, same units, moved by at most 1e-6, at most 1e-5, more; the largest move and where
+    summary: dict[tuple[str, str], list] = defaultdict(lambda: [0, 0, 0, 0, 0, 0.0, ""])
+    for model, spec, setup, task, *_, a, b, diff, same in rows:
+        s = summary[(model, group_of(spec))]
+        s[0] += 1
+        s[1] += same
+        moved = abs(diff)
+        if moved:
+            s[2 if moved <= 1e-6 else 3 if moved <= 1e-5 else 4] += 1
+        if moved > s[5]:
+            s[5], s[6] = moved, f"{task} ({setup}): {a:.6f} to {b:.6f}"
+    print("| encoder | variant | scores | same units | moved ≤ 1e-6 | ≤ 1e-5 | more | largest move |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (model, group), (n, same, small, mid, big, largest, where) in sorted(summary.items()):
+        print(f"| {model} | {group} | {n} | {same} | {small} | {mid} | {big} | {largest:.2g} {where} |")
+    only_new = sorted({(k[0], k[1]) for k in set(new) - set(old)})
+    only_old = sorted({(k[0], k[1], k[2], k[3]) for k in set(old) - set(new)})
+    print(f"\n{len(both)} scores in both; {len(set(new) - set(old))} in {args.new} alone "
+          f"({len(only_new)} variants); {len(set(old) - set(new))} in {args.old} alone", file=sys.stderr)
+    for item in only_old[:40]:
+        print("  only in old:", *item, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
