@@ -28,6 +28,7 @@ from iso_bench.files import cache_not_written, texts_digest
 from iso_bench.kernels import fit_kernels
 from iso_bench.methods import Method, MethodError, make_method
 from iso_bench.methods.base import fitting_on
+from iso_bench.methods.stages import extremes
 from iso_bench.numerics import linalg
 from iso_bench.vectors.fit_cache import FOLDER as FIT_FOLDER
 from iso_bench.vectors.fit_cache import find_fit, fit_key, fit_lock, key_name, learned_summary, save_fit
@@ -147,16 +148,12 @@ class Fits:
         and head (``backbone.pool``), as the variant's sentence vectors are made
         (:func:`~iso_bench.backbones.pool_replay.pooled_batches`); each dimension's minimum and maximum kept as they
         come (no matrix of the corpus)."""
-        low = high = None
-        for prompt_type, texts in corpus.groups:
-            where = {"task_metadata": corpus.task_metadata, "prompt_type": prompt_type}
-            for P in pooled_batches(self.store, method, self.spec, list(texts), skip_empty=True, desc="fit corpus",
-                                    **where):
-                low = P.min(axis=0) if low is None else np.minimum(low, P.min(axis=0))
-                high = P.max(axis=0) if high is None else np.maximum(high, P.max(axis=0))
-        if low is None:
+        found = extremes(P for prompt_type, texts in corpus.groups for P in pooled_batches(
+            self.store, method, self.spec, list(texts), skip_empty=True, desc="fit corpus",
+            task_metadata=corpus.task_metadata, prompt_type=prompt_type))
+        if found is None:
             raise MethodError(f"method {self.spec!r}: fit corpus {corpus.key} has no text to pool for its int8 ranges")
-        method.calibrate_pooled(low, high)
+        method.calibrate_pooled(*found)
 
     @contextmanager
     def _stored_fit(self, corpus: Any, level: str, method: Method) -> Iterator[tuple[Any, Any, Any]]:

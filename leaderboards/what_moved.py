@@ -14,6 +14,7 @@ every pair. Results of one folder only (v3's bytes axis) are counted apart.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import sys
@@ -40,15 +41,15 @@ def scores(folder: Path) -> dict[tuple[str, str, str, str, str, str], tuple[floa
         setup = parts[3].replace(TOKEN_SETUP, "") if len(parts) > 4 and parts[2] == "experiments" else "-"
         data = json.loads(path.read_text(encoding="utf-8"))
         npz = path.with_name(path.stem + ".instances.npz")
-        stored = np.load(npz) if npz.is_file() else None
-        for split, entries in data["scores"].items():
-            for entry in entries:
-                record = entry.get("iso_bench", {}).get("instances") or {}
-                units = None
-                if stored is not None and record.get("file") and record.get("key"):
-                    units = unpack(stored, f"{record['key']}/units")
-                out[(model, spec, setup, data["task_name"], split, entry.get("hf_subset", "default"))] = (
-                    float(entry["main_score"]), units)
+        with np.load(npz) if npz.is_file() else contextlib.nullcontext() as stored:
+            for split, entries in data["scores"].items():
+                for entry in entries:
+                    record = entry.get("iso_bench", {}).get("instances") or {}
+                    units = None
+                    if stored is not None and record.get("file") and record.get("key"):
+                        units = unpack(stored, f"{record['key']}/units")
+                    out[(model, spec, setup, data["task_name"], split, entry.get("hf_subset", "default"))] = (
+                        float(entry["main_score"]), units)
     return out
 
 

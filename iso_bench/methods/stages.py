@@ -116,14 +116,10 @@ class Int8(Stage):
     def calibrate_batches(self, batches: Iterable[np.ndarray]) -> None:
         """The ranges of a streamed fit (:meth:`partial_fit`, then :meth:`finalize`): each dimension's minimum and
         maximum over the method's transform of the fit vectors, a batch at a time, kept as they come."""
-        low = high = None
-        for X in batches:
-            Z = self.unstaged_transform(X)
-            low = Z.min(axis=0) if low is None else np.minimum(low, Z.min(axis=0))
-            high = Z.max(axis=0) if high is None else np.maximum(high, Z.max(axis=0))
-        if low is None:
+        found = extremes(self.unstaged_transform(X) for X in batches)
+        if found is None:
             raise NotFittedError(f"method {self.spec!r}: no fit vectors to calibrate its int8 ranges on")  # type: ignore
-        self._set_ranges(low, high)
+        self._set_ranges(*found)
 
     def _set_ranges(self, low: np.ndarray, high: np.ndarray) -> None:
         # sentence-transformers' calibration (min and max of the calibration embeddings), in its float32
@@ -158,6 +154,16 @@ class Int8(Stage):
 
     def stored_bytes(self, dim: int) -> int:
         return self.output_dim(dim)  # type: ignore[attr-defined]
+
+
+def extremes(batches: Iterable[np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each dimension's minimum and maximum over the rows of ``batches``, kept as they come (no matrix of them
+    all); ``None`` where there are no batches. What an int8 stage's ranges are, however its vectors arrive."""
+    low = high = None
+    for Z in batches:
+        low = Z.min(axis=0) if low is None else np.minimum(low, Z.min(axis=0))
+        high = Z.max(axis=0) if high is None else np.maximum(high, Z.max(axis=0))
+    return None if low is None else (low, high)
 
 
 class Binary(Stage):

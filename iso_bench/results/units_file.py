@@ -62,7 +62,7 @@ def pack(name: str, array: Any) -> dict[str, np.ndarray]:
     narrowed = False
     for j in range(columns.shape[1]):
         form = _narrowest(f"{name}.{j}", np.ascontiguousarray(columns[:, j]))
-        narrowed |= form.get(f"{name}.{j}", np.empty(0, np.float32)).dtype != np.float64
+        narrowed |= f"{name}.{j}" not in form or form[f"{name}.{j}"].dtype != np.float64  # not the column as given
         parts.update(form)
     return parts if narrowed else {name: a}
 
