@@ -125,6 +125,14 @@ class _Variant(Fits):
                 "storage": storage_of(self._by_task.get((task_name, self.level), self._prototype), self),
                 **({"instructions": seen["instructions"]} if "instructions" in seen else {})}
 
+    @property
+    def shares_coordinates(self) -> bool:
+        """Whether its token vectors (:meth:`token_vectors`, :meth:`word_vectors`) and its sentence vectors are in
+        one coordinate system: the method keeps the model's coordinates (``Method.model_space``), or it is a
+        token-level method whose sentence vectors pool its own output (no ``model_coordinates`` map back)."""
+        proto = self._prototype
+        return bool(proto.model_space or (self.level == "token" and getattr(proto, "model_coordinates", None) is None))
+
     # ---- transforming -----------------------------------------------------------------------------
     @_one_blas_thread
     def vectors(self, texts: Sequence[str], task_name: str | None, *, task_metadata: Any = None,

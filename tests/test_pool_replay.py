@@ -115,6 +115,9 @@ def test_a_method_outside_the_models_coordinates_is_refused_before_a_head() -> N
     whiten = make_method("whiten-4")[0]
     assert before_pooling(whiten, "whiten-4-level=token", SimpleNamespace(keeps_space=False)) == \
         whiten.model_coordinates
+    pca = make_method("pca-4")[0]  # principal coordinates, 4 of them, with no map back: a head cannot read them
+    with pytest.raises(MethodError, match="pca-4-level=token.*not in the model's coordinates"):
+        before_pooling(pca, "pca-4-level=token", SimpleNamespace(keeps_space=False))
 
 
 @pytest.fixture(scope="module")

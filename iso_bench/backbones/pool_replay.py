@@ -163,8 +163,9 @@ def before_pooling(method: Any, spec: str, backbone: Any) -> Any:
     """The transform a token-level ``method`` applies to the rows the pooling reads: its output in the model's
     coordinates. A method whose output is in principal coordinates (whiten, zipfian-whiten, whiten-k: rotated,
     fewer where directions are dropped) is mapped back (``model_coordinates``: ``(x - mu) V Lambda^-1/2 V^T``,
-    width d); one whose output cannot be mapped back (flow's latent space) is refused where a head, max pooling
-    or a truncation follows (``backbone.keeps_space`` false), where it would change what the model computes."""
+    width d); one whose output is not mapped back (flow's latent space, pca's principal coordinates) is refused
+    where a head, max pooling or a truncation follows (``backbone.keeps_space`` false), where it would change what
+    the model computes."""
     back = getattr(method, "model_coordinates", None)
     if back is not None:
         return back

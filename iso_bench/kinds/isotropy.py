@@ -23,8 +23,12 @@ class IsotropyKind(Kind):
     (token measures only for models that give token vectors), and ``<level>_isoscore_star``: IsoScore* with
     its authors' evaluation settings, zeta = 0.75 and C0 the covariance of the variant's token vectors of the
     corpus (the larger sample of the model's space; at most :data:`C0_POINTS` of them, a seeded sample), or of
-    the sentence vectors themselves for a model without token vectors. For token vectors, C0 is their own
-    covariance, so their IsoScore* equals their IsoScore. The main score is the sentence vectors' I(W).
+    the sentence vectors themselves for a model without token vectors, and for a variant whose token vectors
+    are in other coordinates than its sentence vectors (``shares_coordinates`` false: whiten's principal
+    coordinates of a token fit beside those of a sentence fit, or zipfian-whiten's token vectors beside sentence
+    vectors pooled in the model's coordinates), where a covariance of the one is no estimate for the other.
+    ``isoscore_star_c0_from_tokens`` (1 or 0) records which. For token vectors, C0 is their own covariance, so
+    their IsoScore* equals their IsoScore. The main score is the sentence vectors' I(W).
     """
 
     needs_tokens = True
@@ -51,12 +55,14 @@ class IsotropyKind(Kind):
             vectors["token"] = np.asarray(model.token_vectors(texts, self.metadata.name, task_metadata=self.metadata),
                                           np.float64)
             scores["n_tokens"] = len(vectors["token"])
-        c0 = _c0(vectors.get("token", vectors["sentence"]))
+        shared = "token" in vectors and getattr(model, "shares_coordinates", True)
+        c0 = {level: _c0(vectors["token"] if shared or level == "token" else X) for level, X in vectors.items()}
         scores["isoscore_star_zeta"] = ISOSCORE_STAR_ZETA
+        scores["isoscore_star_c0_from_tokens"] = int(shared)
         for level, X in vectors.items():
             for name, measure in MEASURES.items():
                 scores[f"{level}_{name}"] = float(measure(X))
-            scores[f"{level}_isoscore_star"] = isoscore_star(X, c0, ISOSCORE_STAR_ZETA)
+            scores[f"{level}_isoscore_star"] = isoscore_star(X, c0[level], ISOSCORE_STAR_ZETA)
         self.last_units = "a diagnostic of the whole vector set: no per-instance units, no interval"
         return scores
 

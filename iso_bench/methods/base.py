@@ -71,6 +71,11 @@ class Method:
     streams: ClassVar[bool] = False  # learns from moments that accumulate batch by batch (partial_fit)
     scatter: ClassVar[bool] = False  # ... the scatter matrix among them, not only the mean
     extremes: ClassVar[bool] = False  # ... and how often each dimension is a vector's smallest/largest coordinate
+    model_space: ClassVar[bool] = True
+    """Whether :meth:`transform` gives vectors in the input's own coordinates (centred, scaled, projected, cut:
+    each column still one of the model's axes or a map back onto them). False where its columns are fit-specific
+    directions (principal coordinates, a flow's latent space): the same method fitted on token vectors and on
+    sentence vectors then gives vectors in two different coordinate systems."""
     device: str = "cpu"
     """Where the method computes (a torch device name, no part of the spec: set it on an instance): ``"cpu"``
     (numpy), or a CUDA device, where flow trains and the large products of fit and transform run

@@ -34,6 +34,7 @@ class PCA(Method):
 
     name = "pca"
     order = 120
+    model_space = False  # principal coordinates
     spec_args = ("n_components",)
     streams, scatter = True, True
 

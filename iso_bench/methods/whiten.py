@@ -53,6 +53,7 @@ class Whiten(Method):
 
     name = "whiten"
     order = 40
+    model_space = False  # principal coordinates (model_coordinates maps them back)
     spec_args = ("n_components",)
     streams, scatter = True, True
 

@@ -50,6 +50,7 @@ class Zca(Whiten):
 
     name = "zca"
     order = 80
+    model_space = True  # whitened in the input's own coordinates
     spec_args = ("n_components",)
 
     def output_dim(self, dim: int) -> int:
