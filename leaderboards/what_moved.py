@@ -7,8 +7,9 @@ A result is matched by encoder, variant (its folder's spec), fit setting and see
 variant's v3 setup (``..._token_pooling_model``: the model's own pooling) is matched with v2's (a mean of the
 text's tokens). Per score entry (split and subset) it prints the difference of the main scores and whether the
 per-instance units are the same float64 values. The summary counts, per encoder and variant group, the results
-that are equal, that moved by at most 1e-6, by at most 1e-5, and by more, with the largest move; ``--csv`` writes
-every pair. Results of one folder only (v3's bytes axis) are counted apart.
+that are equal, that moved by at most 1e-6, by at most 1e-5, and by more, with the largest move, then the causes
+of the moves larger than 1e-6 (:func:`cause`); ``--csv`` writes every pair with its cause. Results of one folder
+only (v3's bytes axis) are counted apart.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ TOKEN_SETUP = "__token_pooling_model"
 TOKEN_LEVEL = ("cluster-pca", "zipfian-whiten")
 
 
-def scores(folder: Path) -> dict[tuple[str, str, str, str, str, str], tuple[float, np.ndarray | None]]:
-    """``(model, spec, setup, task, split, subset) -> (main score, units or None)`` of every result under
-    ``folder/results``."""
+def scores(folder: Path) -> dict[tuple[str, str, str, str, str, str], tuple[float, np.ndarray | None, str]]:
+    """``(model, spec, setup, task, split, subset) -> (main score, units or None, task type)`` of every result
+    under ``folder/results``."""
     out = {}
     for path in sorted((folder / "results").glob("*/*/**/*.json")):
         if path.name == "model_meta.json":
@@ -48,9 +49,40 @@ def scores(folder: Path) -> dict[tuple[str, str, str, str, str, str], tuple[floa
                     units = None
                     if stored is not None and record.get("file") and record.get("key"):
                         units = unpack(stored, f"{record['key']}/units")
+                    kind = (entry.get("iso_bench") or {}).get("task_type") or ""
                     out[(model, spec, setup, data["task_name"], split, entry.get("hf_subset", "default"))] = (
-                        float(entry["main_score"]), units)
+                        float(entry["main_score"]), units, kind)
     return out
+
+
+STATIC = "local__static-"  # the static encoders: made by a recipe, their rows those of the host that made them
+WHITENED = ("whiten", "zca", "zipfian-whiten")  # I(W) of whitened vectors is set by rounding (docs/results.md)
+DECISIONS = {"Retrieval": "queries' rankings", "Reranking": "queries' rankings", "Classification": "decisions",
+             "PairClassification": "decisions", "WiC": "decisions", "WSD": "senses chosen"}
+
+
+def cause(model: str, spec: str, task: str, kind: str, diff: float, old: np.ndarray | None,
+          new: np.ndarray | None) -> str:
+    """Why a main score moved by more than 1e-6 (empty where it did not), by the first rule that applies: a
+    static encoder's rows; the model's own pooling (token-level variants); the rounding that sets I(W) of
+    whitened vectors; rounding (at most 1e-5); a near-tie that rounding tipped, with how many instances' outputs
+    differ; else ``unexplained``, for a reader to look into."""
+    if abs(diff) <= 1e-6:
+        return ""
+    base = spec.split("-level=")[0].split("-precision=")[0]
+    if model.startswith(STATIC):
+        return "rows: the static encoder's folder"
+    if base.split("-seed=")[0] in TOKEN_LEVEL or spec.endswith("-level=token"):
+        return "pooling: the model's own"
+    if task.startswith("Isotropy") and base.rstrip("0123456789-") in WHITENED:
+        return "rounding: I(W) of whitened vectors"
+    if abs(diff) <= 1e-5:
+        return "rounding"
+    if old is not None and new is not None and old.shape == new.shape:
+        changed = int(np.any(old != new, axis=tuple(range(1, old.ndim))).sum()) if old.ndim else int(old != new)
+        what = next((v for k, v in DECISIONS.items() if k.lower() in (kind or task).lower()), "outputs")
+        return f"near-tie: {changed} of {len(old)} {what} differ"
+    return "unexplained"
 
 
 def group_of(spec: str) -> str:
@@ -73,18 +105,21 @@ def main(argv: list[str] | None = None) -> int:
     both = sorted(set(old) & set(new))
     rows = []
     for key in both:
-        (a, ua), (b, ub) = old[key], new[key]
+        (a, ua, kind), (b, ub, _) = old[key], new[key]
         same_units = ua is not None and ub is not None and ua.shape == ub.shape and ua.tobytes() == ub.tobytes()
-        rows.append((*key, a, b, b - a, same_units))
+        rows.append((*key, a, b, b - a, same_units, cause(key[0], key[1], key[3], kind, b - a, ua, ub)))
     if args.csv:
         with args.csv.open("w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
             writer.writerow(["model", "spec", "setup", "task", "split", "subset", "old", "new",
-                             "difference", "same_units"])
+                             "difference", "same_units", "cause"])
             writer.writerows(rows)
     # per (encoder, variant): n, same units, moved by at most 1e-6, at most 1e-5, more; the largest move and where
     summary: dict[tuple[str, str], list] = defaultdict(lambda: [0, 0, 0, 0, 0, 0.0, ""])
-    for model, spec, setup, task, *_, a, b, diff, same in rows:
+    causes: dict[tuple[str, str], int] = defaultdict(int)
+    for model, spec, setup, task, *_, a, b, diff, same, why in rows:
+        if why:
+            causes[(model, why.split(":")[0] if why.startswith("near-tie") else why)] += 1
         s = summary[(model, group_of(spec))]
         s[0] += 1
         s[1] += same
@@ -97,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for (model, group), (n, same, small, mid, big, largest, where) in sorted(summary.items()):
         print(f"| {model} | {group} | {n} | {same} | {small} | {mid} | {big} | {largest:.2g} {where} |")
+    print("\n| encoder | cause of a move larger than 1e-6 | scores |\n|---|---|---|")
+    for (model, why), n in sorted(causes.items()):
+        print(f"| {model} | {why} | {n} |")
     only_new = sorted({(k[0], k[1]) for k in set(new) - set(old)})
     only_old = sorted({(k[0], k[1], k[2], k[3]) for k in set(old) - set(new)})
     print(f"\n{len(both)} scores in both; {len(set(new) - set(old))} in {args.new} alone "
