@@ -57,8 +57,8 @@ def scores(folder: Path) -> dict[tuple[str, str, str, str, str, str], tuple[floa
 
 STATIC = "local__static-"  # the static encoders: made by a recipe, their rows those of the host that made them
 WHITENED = ("whiten", "zca", "zipfian-whiten")  # I(W) of whitened vectors is set by rounding (docs/results.md)
-DECISIONS = {"Retrieval": "queries' rankings", "Reranking": "queries' rankings", "Classification": "decisions",
-             "PairClassification": "decisions", "WiC": "decisions", "WSD": "senses chosen"}
+OUTPUTS = {"Retrieval": "queries' metrics", "Reranking": "queries' metrics", "PairClassification": "pair scores",
+           "Classification": "decisions", "WiC": "decisions", "WSD": "senses chosen", "STS": "similarities"}
 
 
 def cause(model: str, spec: str, task: str, kind: str, diff: float, old: np.ndarray | None,
@@ -78,9 +78,13 @@ def cause(model: str, spec: str, task: str, kind: str, diff: float, old: np.ndar
         return "rounding: I(W) of whitened vectors"
     if abs(diff) <= 1e-5:
         return "rounding"
-    if old is not None and new is not None and old.shape == new.shape:
-        changed = int(np.any(old != new, axis=tuple(range(1, old.ndim))).sum()) if old.ndim else int(old != new)
-        what = next((v for k, v in DECISIONS.items() if k.lower() in (kind or task).lower()), "outputs")
+    if old is not None and new is not None and old.shape == new.shape and old.ndim:
+        changed = int(np.any(old != new, axis=tuple(range(1, old.ndim))).sum())
+        what = next((v for k, v in OUTPUTS.items() if k.lower() in (kind or task).lower()), "outputs")
+        largest = float(np.abs(old - new).max())
+        if 0 < largest <= 1e-6:  # the outputs moved by rounding; their order among near-equal ones did not hold
+            return (f"near-tie: {changed} of {len(old)} {what} moved by at most {largest:.1g}, "
+                    "reordering near-equal ones")
         return f"near-tie: {changed} of {len(old)} {what} differ"
     return "unexplained"
 

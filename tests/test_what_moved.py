@@ -40,7 +40,11 @@ def test_a_near_tie_counts_the_instances_whose_output_differs() -> None:
     assert what_moved.cause(MINILM, "whiten", "Banking77Classification", "Classification", 0.01, old, new) == \
         "near-tie: 2 of 4 decisions differ"
     assert what_moved.cause(MINILM, "whiten", "SciFact", "Retrieval", -0.01, old[:, 0], new[:, 0]) == \
-        "near-tie: 2 of 4 queries' rankings differ"
+        "near-tie: 2 of 4 queries' metrics differ"
+    cosines = np.array([[1.0, 5.0], [1.0, 0.0], [0.5, 2.0]])  # two pairs of identical texts, tied at cosine 1
+    rounded = cosines - [[0.0, 0.0], [2 ** -24, 0.0], [0.0, 0.0]]  # one float32 ulp below 1: the tie is broken
+    assert what_moved.cause(MINILM, "whiten", "STS12", "STS", 0.01, cosines, rounded) == \
+        "near-tie: 1 of 3 similarities moved by at most 6e-08, reordering near-equal ones"
 
 
 def test_two_folders_are_matched_result_by_result(tmp_path: Path, capsys) -> None:
