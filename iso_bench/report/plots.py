@@ -198,11 +198,13 @@ def _held_out(label: str) -> bool:
 
 
 def method_colours(methods: list[str]) -> dict[str, Any]:
-    """A colour per method, raw black: the dark hues of matplotlib's tab20 first, then its light ones."""
+    """A colour per method, raw black: the dark hues of matplotlib's tab20 first, then its light ones, then those of
+    tab20b and tab20c (60 colours; a board with the bytes axis has over 40 methods)."""
     import matplotlib  # lazily: matplotlib is slow to import
 
     palette = matplotlib.colormaps["tab20"].colors
     hues = [palette[i] for i in (*range(0, 20, 2), *range(1, 20, 2))]
+    hues += [*matplotlib.colormaps["tab20b"].colors, *matplotlib.colormaps["tab20c"].colors]
     others = [m for m in methods if m != "raw"]
     return {"raw": "black", **{m: hues[k % len(hues)] for k, m in enumerate(others)}}
 
@@ -214,6 +216,10 @@ def board_methods(board: Leaderboard) -> list[str]:
     return sorted(found, key=lambda m: (m != "raw", m))
 
 
+AXES_WIDTH = 7.2  # inches of a scatter plot's figure left of its methods' legend
+LEGEND_ROWS = 22  # methods in a column of that legend (a 5-inch figure holds 22 entries at 8 pt and the title)
+
+
 def _draw(plt: Any, plot: Plot, path: Path | None, palette: list[str] | None = None) -> Any:
     """Each point a row (a variant in one setup): colour = its method (legend; ``palette``, the methods the
     colours are assigned over, :func:`board_methods`), marker = the mean score it is plotted against, hollow
@@ -222,8 +228,12 @@ def _draw(plt: Any, plot: Plot, path: Path | None, palette: list[str] | None = N
 
     methods = list(dict.fromkeys(_method(label) for _, points in plot.series for label, _, _ in points))
     colours = method_colours(palette or sorted(methods, key=lambda m: (m != "raw", m)))
+    # the methods' legend right of the axes, in as many columns as its entries need (a column holds
+    # LEGEND_ROWS), each as wide as its longest name at 8 pt: at least the right fifth of a 9-inch figure
+    ncol = max(1, -(-len(methods) // LEGEND_ROWS))
+    legend_width = max(1.8, ncol * (0.35 + 0.062 * max((len(plot_text(m)) for m in methods), default=0)))
     with plt.rc_context({"font.size": 9}):
-        fig, ax = plt.subplots(figsize=(9.0, 5.0), dpi=100)
+        fig, ax = plt.subplots(figsize=(AXES_WIDTH + legend_width, 5.0), dpi=100)
         for k, ((_, points), marker) in enumerate(zip(plot.series, "os^Dv<>p", strict=False)):
             errors = plot.errors[k] if plot.errors else (None,) * len(points)
             for (label, x, y), err in zip(points, errors, strict=False):
@@ -241,7 +251,7 @@ def _draw(plt: Any, plot: Plot, path: Path | None, palette: list[str] | None = N
         by_method = [Line2D([], [], color=colours[m], marker="o", linestyle="", label=plot_text(m))
                      for m in sorted(methods, key=lambda m: (m != "raw", m))]
         first = ax.legend(handles=by_method, title="method", loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                          fontsize=8, title_fontsize=8, frameon=False, ncol=1 + (len(methods) > 14))
+                          fontsize=8, title_fontsize=8, frameon=False, ncol=ncol)
         ax.add_artist(first)
         shapes = [Line2D([], [], color="0.3", marker=marker, linestyle="", label=plot_text(name))
                   for (name, _), marker in zip(plot.series, "os^Dv<>p", strict=False)]
@@ -251,7 +261,7 @@ def _draw(plt: Any, plot: Plot, path: Path | None, palette: list[str] | None = N
                               label="fitted on held-out texts")]
         ax.legend(handles=shapes, loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8, frameon=False,
                   ncol=2)
-        fig.tight_layout(rect=(0, 0, 0.8, 1))  # the right fifth: the legend of the methods
+        fig.tight_layout(rect=(0, 0, AXES_WIDTH / (AXES_WIDTH + legend_width), 1))  # the rest: the methods' legend
     if path is not None:
         _save(plt, fig, path)
     return fig
