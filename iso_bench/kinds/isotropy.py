@@ -56,7 +56,8 @@ class IsotropyKind(Kind):
                                           np.float64)
             scores["n_tokens"] = len(vectors["token"])
         shared = "token" in vectors and getattr(model, "shares_coordinates", True)
-        c0 = {level: _c0(vectors["token"] if shared or level == "token" else X) for level, X in vectors.items()}
+        c0 = {"token": _c0(vectors["token"])} if "token" in vectors else {}  # each covariance computed once
+        c0["sentence"] = c0["token"] if shared else _c0(vectors["sentence"])
         scores["isoscore_star_zeta"] = ISOSCORE_STAR_ZETA
         scores["isoscore_star_c0_from_tokens"] = int(shared)
         for level, X in vectors.items():
