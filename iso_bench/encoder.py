@@ -30,6 +30,7 @@ from iso_bench.fitting import Fits
 from iso_bench.kernels import describe_environment
 from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import canonical_spec, stage_pooled, storage_of, stored_scores
+from iso_bench.methods.stages import Stage
 from iso_bench.numerics import linalg
 from iso_bench.results.benchmark import result_record
 from iso_bench.results.instances import N_RESAMPLES, track
@@ -126,12 +127,17 @@ class _Variant(Fits):
                 **({"instructions": seen["instructions"]} if "instructions" in seen else {})}
 
     @property
-    def shares_coordinates(self) -> bool:
-        """Whether its token vectors (:meth:`token_vectors`, :meth:`word_vectors`) and its sentence vectors are in
-        one coordinate system: the method keeps the model's coordinates (``Method.model_space``), or it is a
-        token-level method whose sentence vectors pool its own output (no ``model_coordinates`` map back)."""
+    def sentences_pool_tokens(self) -> bool:
+        """Whether its sentence vectors are the model's pooling and head of its token vectors (:meth:`token_vectors`)
+        and of nothing else: raw, and a token-level method whose pooling reads its own output (no
+        ``model_coordinates`` map back, no storage stage after the pooling). Any other variant maps its sentence
+        vectors by a fit, a cut or a stage of their own, which its token vectors do not go through."""
         proto = self._prototype
-        return bool(proto.model_space or (self.level == "token" and getattr(proto, "model_coordinates", None) is None))
+        if isinstance(proto, Stage):
+            return False
+        if self.level == "token":
+            return getattr(proto, "model_coordinates", None) is None
+        return proto.name == "raw"
 
     # ---- transforming -----------------------------------------------------------------------------
     @_one_blas_thread

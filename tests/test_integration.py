@@ -116,6 +116,12 @@ def test_isotropy_task_measures_the_variant(cli_run) -> None:
     # of a token fit: IsoScore*'s C0 is the sentence vectors' own covariance, so IsoScore* is IsoScore
     assert (white["isoscore_star_c0_from_tokens"], raw["isoscore_star_c0_from_tokens"]) == (0, 1)
     assert white["sentence_isoscore_star"] == pytest.approx(white["sentence_isoscore"], abs=1e-6)
+    # cluster-pca's sentence vectors are the model's pooling of its token vectors: C0 from them, as for raw
+    assert _entry(results, "cluster-pca", "Isotropy-STSB")["isoscore_star_c0_from_tokens"] == 1
+    from iso_bench.report import build_leaderboard, read_results
+
+    notes = [n for s in build_leaderboard(read_results(results), ci=False).sections for t in s.tables for n in t.notes]
+    assert any("token vectors where the sentence vectors pool them" in n for n in notes)  # the board says which
     assert raw["main_score"] == raw["sentence_iw"] and 0 < raw["sentence_iw"] < 1
     assert raw["n_sentences"] == 2552 and raw["n_tokens"] > 10 * raw["n_sentences"]
     assert white["iso_bench"]["fit"]["task"] == "Isotropy-STSB"

@@ -269,8 +269,12 @@ def _diagnostic_table(ix: Index, group: Group, task: str, lines: Sequence[Line])
              "and never averaged: more isotropy is not better by itself. I(W): Mu & Viswanath 2018 (1 = isotropic); "
              "IsoScore: Rudman et al. 2022; avg. cosine: mean cosine of all pairs."]
     if any(key.endswith(("isoscore_star", "effective_rank")) for key, _ in metrics):
-        notes.append("IsoScore*: Rudman & Eickhoff 2024, its authors' evaluation setting (zeta = 0.75, shrunk towards "
-                     "the covariance of the variant's token vectors; for token vectors it equals IsoScore). "
+        c0 = ("the covariance of the token vectors where the sentence vectors pool them (raw, token-level variants), "
+              "else of the sentence vectors themselves, where it equals IsoScore"
+              if any("isoscore_star_c0_from_tokens" in r.scores for line in lines for r in ix.found(line, task))
+              else "the covariance of the variant's token vectors")  # results made before the rule was recorded
+        notes.append(f"IsoScore*: Rudman & Eickhoff 2024, its authors' evaluation setting (zeta = 0.75, shrunk towards "
+                     f"{c0}; for token vectors it equals IsoScore). "
                      "eff. rank: Roy & Vetterli 2007, of the centred vectors (1 to the dimension; not a fraction).")
     shown = [m for m, _ in metrics]
     withheld = [line for key in BASIS_DEPENDENT if key in shown for line in whitened[key]]
