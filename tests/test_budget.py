@@ -127,3 +127,31 @@ def test_a_computed_board_writes_every_format_as_write_leaderboard_does_reading_
         assert [p.relative_to(tmp_path / "once") for p in mine[fmt]] == [
             p.relative_to(tmp_path / "direct") for p in theirs], fmt
         assert [p.read_bytes() for p in mine[fmt]] == [p.read_bytes() for p in theirs], fmt
+
+
+def test_the_verdict_judges_float32_variants_and_the_codes_are_adjusted_as_a_family_of_their_own(folder: Path) -> None:
+    from iso_bench.numerics.stats import benjamini_hochberg
+    from iso_bench.report import build_leaderboard
+    from iso_bench.report.verdict import judgements
+
+    board = build_leaderboard(read_results(folder))
+    [table] = [t for s in board.sections for t in s.tables if t.title.startswith("MTEB STS")]
+    cells = [(row.variant, cell) for row in table.rows for cell in row.cells if cell.p is not None]
+    for family in (False, True):  # each family's q values are Benjamini-Hochberg over its own p values alone
+        mine = [cell for variant, cell in cells if ("precision=" in variant) is family]
+        assert len(mine) >= 3
+        assert [c.q for c in mine] == pytest.approx(benjamini_hochberg([c.p for c in mine]).tolist(), abs=1e-15)
+    from iso_bench.report.cells import Cell
+    from iso_bench.report.uncertainty import adjust
+
+    # one column, p values by hand: floats 0.01, 0.04, 0.03 (BH: 0.03, 0.04, 0.04); codes 0.02, 0.2 (0.04, 0.2)
+    column = [Cell(1.0, 0.0, p=p) for p in (0.01, 0.04, 0.03, 0.02, 0.2)]
+    [got] = adjust([column], [False, False, False, True, True])
+    assert [c.q for c in got] == pytest.approx([0.03, 0.04, 0.04, 0.04, 0.2], abs=1e-12)
+    [one] = adjust([column])  # one family of five: 0.01 -> 0.05, 0.04 -> 0.05 and 0.2 stays
+    assert [c.q for c in one] == pytest.approx([0.05, 0.05, 0.05, 0.05, 0.2], abs=1e-12)
+    judged = {row.variant for j in judgements(board) for row, _ in j.tested}
+    assert judged == {v for v in VARIANTS if v != "raw" and "precision=" not in v}
+    assert {row.variant for j in judgements(board, codes=True) for row, _ in j.tested} >= {"whiten-precision=binary"}
+    assert any("and apart from them over the m = " in note and "of its int8 and binary codes" in note
+               for note in table.notes)

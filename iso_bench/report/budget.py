@@ -106,7 +106,7 @@ def budgets(results: Sequence[Result], ci: bool = True, boot: Bootstrap | None =
                    for r, s in sized if s == size and (r.variant != "raw" or size.dims is None
                                                        and size.precision == "float32")]
         board = build_leaderboard(members, ci, boot=boot)
-        found = {(j.model, j.unit, j.setting): j for j in judgements(board)}
+        found = {(j.model, j.unit, j.setting): j for j in judgements(board, codes=True)}
         for section in board.sections:
             if section.key == COMPARISON:
                 continue

@@ -19,6 +19,7 @@ result's resampled scores are computed once per board (:mod:`.resample`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -101,20 +102,37 @@ def units_count(results: Sequence[Result | None]) -> int | None:
     return total or None
 
 
-def adjust(columns: list[list[Cell]]) -> list[list[Cell]]:
+@functools.cache
+def stored_code(variant: str) -> bool:
+    """Whether a variant's vectors are stored as int8 or binary codes (a storage stage), not as float32 numbers.
+
+    >>> stored_code("whiten-precision=int8"), stored_code("pca-128"), stored_code("raw")
+    (True, False, False)
+    """
+    from iso_bench.methods import MethodError, make_method  # lazily: the reporter reads files of any variant
+
+    try:
+        return (getattr(make_method(variant)[0], "precision", None) or "float32") != "float32"
+    except MethodError:
+        return False
+
+
+def adjust(columns: list[list[Cell]], families: Sequence[bool] | None = None) -> list[list[Cell]]:
     """The table's p-values adjusted together (Benjamini-Hochberg): each tested cell's q, and ``significant``
-    where q <= :data:`ALPHA`."""
-    ps = [c.p for col in columns for c in col if c.p is not None]
-    if not ps:
-        return columns
-    qs = iter(stats.benjamini_hochberg(ps).tolist())
-    out = []
-    for col in columns:
-        cells = []
-        for c in col:
-            q = next(qs) if c.p is not None else None
-            cells.append(c if q is None else dataclasses.replace(c, q=q, significant=q <= ALPHA))
-        out.append(cells)
+    where q <= :data:`ALPHA`. ``families`` (one per row: :func:`stored_code`) adjusts the rows of stored codes as a
+    family of their own, apart from the float32 variants: they answer another question (what bytes cost), which the
+    board per budget judges, and the verdict's family is the float32 variants alone."""
+    rows = len(columns[0]) if columns else 0
+    families = list(families) if families is not None else [False] * rows
+    out = [list(col) for col in columns]
+    for family in sorted(set(families)):
+        at = [(j, i) for j, col in enumerate(columns) for i, c in enumerate(col)
+              if c.p is not None and families[i] == family]
+        if not at:
+            continue
+        qs = stats.benjamini_hochberg([columns[j][i].p for j, i in at]).tolist()
+        for (j, i), q in zip(at, qs, strict=True):
+            out[j][i] = dataclasses.replace(columns[j][i], q=q, significant=q <= ALPHA)
     return out
 
 
@@ -144,11 +162,14 @@ def _counts(designs: Sequence[Design]) -> str:
 
 
 def uncertainty_notes(columns: Sequence[Sequence[Cell]], statuses: Sequence[Sequence[Status | None]],
-                      row_labels: Sequence[str], col_labels: Sequence[str], merged: bool, means: bool) -> list[str]:
+                      row_labels: Sequence[str], col_labels: Sequence[str], merged: bool, means: bool,
+                      families: Sequence[bool] | None = None) -> list[str]:
     """The notes that explain a table's intervals, spreads and tests, and every cell that lacks one."""
-    cells = [(c, s, row_labels[i], col_labels[j]) for j, (col, st) in enumerate(zip(columns, statuses, strict=True))
+    families = list(families) if families is not None else [False] * len(row_labels)
+    cells = [(c, s, row_labels[i], col_labels[j], families[i])
+             for j, (col, st) in enumerate(zip(columns, statuses, strict=True))
              for i, (c, s) in enumerate(zip(col, st, strict=True)) if s is not None]
-    designs = [d for _, s, _, _ in cells for d in s.designs]
+    designs = [d for _, s, *_ in cells for d in s.designs]
     levels = " or ".join(sorted({f"{d.level:.0%}" for d in designs})) or "95%"
     notes = []
     if any(c.low is not None for c, *_ in cells):
@@ -160,19 +181,26 @@ def uncertainty_notes(columns: Sequence[Sequence[Cell]], statuses: Sequence[Sequ
         notes.append("[seeds …] = one row for the runs that differ only in seed: mean ± standard deviation across "
                      "the seeds (ddof=1); its interval is that of the seed mean (each resample scores every seed on "
                      "the same units, then averages them), and its difference from raw is tested likewise.")
-    tested = [(c, s) for c, s, *_ in cells if s.tested]
+    tested = [(c, s, code) for c, s, _, _, code in cells if s.tested]
     if tested:
-        m, stars = len(tested), sum(c.significant for c, _ in tested)
+        floats = [c for c, _, code in tested if not code]
+        codes = [c for c, _, code in tested if code]
+        both = bool(floats and codes)
+        fam = [(f"the m = {len(f)} comparison{'s' * (len(f) != 1)} of this table"
+                + ((" of its int8 and binary codes" if f is codes else " of its float32 variants") if both else ""),
+                f"q ≤ {ALPHA}: {sum(c.significant for c in f)} of {len(f)}") for f in (floats, codes) if f]
+        adjusted = (f"{fam[0][0]} ({fam[0][1]})" if len(fam) == 1 else
+                    f"{fam[0][0]} ({fam[0][1]}), and apart from them over {fam[1][0]} ({fam[1][1]}): the codes are "
+                    "judged per budget, the verdict judges the float32 variants")
         notes.append(f"(+d)* = a significant difference from raw: paired bootstrap over the evaluation units "
-                     f"(variant and raw scored on the same {_counts([d for _, s in tested for d in s.designs])}), "
-                     f"Benjamini-Hochberg FDR at {ALPHA:.0%} over the m = {m} comparison{'s' * (m != 1)} of this "
-                     f"table (q ≤ {ALPHA}: {stars} of {m}); CSV gives each p and q.")
-    lacking = [(row, col, s.interval) for c, s, row, col in cells if c.low is None and s.interval]
+                     f"(variant and raw scored on the same {_counts([d for _, s, _ in tested for d in s.designs])}), "
+                     f"Benjamini-Hochberg FDR at {ALPHA:.0%} over {adjusted}; CSV gives each p and q.")
+    lacking = [(row, col, s.interval) for c, s, row, col, _ in cells if c.low is None and s.interval]
     if lacking:
         notes.append("Value alone (no interval, and no test of a difference from raw)"
                      f"{_by_reason(lacking, len(cells), len(col_labels))}.")
     differences = [s for c, s, *_ in cells if c.low is not None and c.delta is not None]
-    untested = [(row, col, s.test) for c, s, row, col in cells if c.low is not None and s.test]
+    untested = [(row, col, s.test) for c, s, row, col, _ in cells if c.low is not None and s.test]
     if untested:
         notes.append(f"Difference from raw not tested (no *){_by_reason(untested, len(differences), len(col_labels))}.")
     return notes
@@ -205,9 +233,10 @@ def annotate(boot: Bootstrap, ix: Index, columns: Sequence[Sequence[Cell]], line
                  for c, line in zip(col, lines, strict=True)]
         out.append([c for c, _ in pairs])
         statuses.append([s for _, s in pairs])
-    adjusted = adjust(out)
+    families = [stored_code(line.variant) for line in lines]
+    adjusted = adjust(out, families)
     merged = any(line.seeds and any(col[i].value is not None for col in out) for i, line in enumerate(lines))
-    return adjusted, uncertainty_notes(adjusted, statuses, row_labels, col_labels, merged, means)
+    return adjusted, uncertainty_notes(adjusted, statuses, row_labels, col_labels, merged, means, families)
 
 
 def spread_cells(column: Sequence[Cell], seeds: Sequence[Sequence[float | None]]) -> list[Cell]:
