@@ -129,29 +129,31 @@ def test_a_computed_board_writes_every_format_as_write_leaderboard_does_reading_
         assert [p.read_bytes() for p in mine[fmt]] == [p.read_bytes() for p in theirs], fmt
 
 
-def test_the_verdict_judges_float32_variants_and_the_codes_are_adjusted_as_a_family_of_their_own(folder: Path) -> None:
+def test_the_verdict_judges_the_full_size_and_each_size_with_its_raw_is_a_family_of_its_own(folder: Path) -> None:
     from iso_bench.numerics.stats import benjamini_hochberg
     from iso_bench.report import build_leaderboard
+    from iso_bench.report.cells import Cell
+    from iso_bench.report.sizes import family
+    from iso_bench.report.uncertainty import adjust
     from iso_bench.report.verdict import judgements
 
     board = build_leaderboard(read_results(folder))
     [table] = [t for s in board.sections for t in s.tables if t.title.startswith("MTEB STS")]
+    present = {row.variant for row in table.rows}
+    groups = {row.variant: family(row.variant, present) for row in table.rows}
+    # truncate-128 is raw at 128-d, so pca-128 is judged there; no truncate-64 was run, so pca-64 stays in the verdict
+    assert groups == {"raw": "full", "whiten": "full", "pca-64": "full", "truncate-128": "128-d", "pca-128": "128-d",
+                      "raw-precision=binary": "binary", "whiten-precision=binary": "binary",
+                      "center-precision=binary": "binary"}
     cells = [(row.variant, cell) for row in table.rows for cell in row.cells if cell.p is not None]
-    for family in (False, True):  # each family's q values are Benjamini-Hochberg over its own p values alone
-        mine = [cell for variant, cell in cells if ("precision=" in variant) is family]
-        assert len(mine) >= 3
-        assert [c.q for c in mine] == pytest.approx(benjamini_hochberg([c.p for c in mine]).tolist(), abs=1e-15)
-    from iso_bench.report.cells import Cell
-    from iso_bench.report.uncertainty import adjust
-
-    # one column, p values by hand: floats 0.01, 0.04, 0.03 (BH: 0.03, 0.04, 0.04); codes 0.02, 0.2 (0.04, 0.2)
+    for group in ("full", "128-d", "binary"):  # each family's q values: Benjamini-Hochberg over its own p values
+        mine = [cell for variant, cell in cells if groups[variant] == group]
+        assert mine and [c.q for c in mine] == pytest.approx(benjamini_hochberg([c.p for c in mine]).tolist())
+    assert {row.variant for j in judgements(board) for row, _ in j.tested} == {"whiten", "pca-64"}
+    assert any("at the model's full size" in note and "128-d: m = " in note for note in table.notes)
+    # one column, p values by hand: two families, 0.01, 0.04, 0.03 (BH: 0.03, 0.04, 0.04) and 0.02, 0.2 (0.04, 0.2)
     column = [Cell(1.0, 0.0, p=p) for p in (0.01, 0.04, 0.03, 0.02, 0.2)]
-    [got] = adjust([column], [False, False, False, True, True])
+    [got] = adjust([column], ["full", "full", "full", "int8", "int8"])
     assert [c.q for c in got] == pytest.approx([0.03, 0.04, 0.04, 0.04, 0.2], abs=1e-12)
     [one] = adjust([column])  # one family of five: 0.01 -> 0.05, 0.04 -> 0.05 and 0.2 stays
     assert [c.q for c in one] == pytest.approx([0.05, 0.05, 0.05, 0.05, 0.2], abs=1e-12)
-    judged = {row.variant for j in judgements(board) for row, _ in j.tested}
-    assert judged == {v for v in VARIANTS if v != "raw" and "precision=" not in v}
-    assert {row.variant for j in judgements(board, codes=True) for row, _ in j.tested} >= {"whiten-precision=binary"}
-    assert any("and apart from them over the m = " in note and "of its int8 and binary codes" in note
-               for note in table.notes)

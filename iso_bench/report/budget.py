@@ -20,50 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from iso_bench.methods import MethodError, make_method
 from iso_bench.report.board import build_leaderboard
 from iso_bench.report.latex import FIT_MACRO, HEADER_WRAP, LABEL_WRAP, PACKAGES, PREAMBLE, _stack, _wrap, breakable
 from iso_bench.report.resample import Bootstrap
 from iso_bench.report.results import Result
+from iso_bench.report.sizes import Size, size_of
 from iso_bench.report.verdict import COMPARISON, _judged, _setting, judgements
-
-_WIDE = 1 << 40  # an input width no cut reaches: what a method keeps of it tells a cut from the full width
-
-
-@dataclasses.dataclass(frozen=True)
-class Size:
-    """How a variant's vectors are stored: ``dims`` (None: the model's full width) and ``precision``."""
-
-    dims: int | None
-    precision: str = "float32"
-
-    @property
-    def label(self) -> str:
-        width = "full" if self.dims is None else f"{self.dims}-d"
-        if self.precision == "float32":
-            return width
-        return self.precision if self.dims is None else f"{width} {self.precision}"
-
-    @property
-    def reference(self) -> str:
-        """Raw at this size: raw's vectors cut to ``dims`` (``truncate-k``) and stored in ``precision``."""
-        spec = "raw" if self.dims is None else f"truncate-{self.dims}"
-        return spec if self.precision == "float32" else f"{spec}-precision={self.precision}"
-
-    def order(self, dim: int = 1024) -> tuple[float, str]:
-        """Largest first: the bytes of a ``dim``-d model's vector of this size."""
-        width = dim if self.dims is None else self.dims
-        return (-width * {"float32": 4, "int8": 1, "binary": 1 / 8}.get(self.precision, 4), self.label)
-
-
-def size_of(spec: str) -> Size | None:
-    """The size of a variant's vectors from its spec; None for a spec this iso-bench cannot build."""
-    try:
-        method = make_method(spec)[0]
-    except MethodError:
-        return None
-    kept = method.output_dim(_WIDE)
-    return Size(None if kept == _WIDE else kept, getattr(method, "precision", None) or "float32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +68,7 @@ def budgets(results: Sequence[Result], ci: bool = True, boot: Bootstrap | None =
                    for r, s in sized if s == size and (r.variant != "raw" or size.dims is None
                                                        and size.precision == "float32")]
         board = build_leaderboard(members, ci, boot=boot)
-        found = {(j.model, j.unit, j.setting): j for j in judgements(board, codes=True)}
+        found = {(j.model, j.unit, j.setting): j for j in judgements(board)}
         for section in board.sections:
             if section.key == COMPARISON:
                 continue

@@ -19,7 +19,6 @@ result's resampled scores are computed once per board (:mod:`.resample`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from iso_bench.numerics import stats
 from iso_bench.report.resample import Bootstrap, paired, percentile
+from iso_bench.report.sizes import FULL, family
 from iso_bench.report.units import Design, design_of, recorded_interval
 from iso_bench.results.result_files import MODIFIED
 
@@ -102,32 +102,17 @@ def units_count(results: Sequence[Result | None]) -> int | None:
     return total or None
 
 
-@functools.cache
-def stored_code(variant: str) -> bool:
-    """Whether a variant's vectors are stored as int8 or binary codes (a storage stage), not as float32 numbers.
-
-    >>> stored_code("whiten-precision=int8"), stored_code("pca-128"), stored_code("raw")
-    (True, False, False)
-    """
-    from iso_bench.methods import MethodError, make_method  # lazily: the reporter reads files of any variant
-
-    try:
-        return (getattr(make_method(variant)[0], "precision", None) or "float32") != "float32"
-    except MethodError:
-        return False
-
-
-def adjust(columns: list[list[Cell]], families: Sequence[bool] | None = None) -> list[list[Cell]]:
+def adjust(columns: list[list[Cell]], families: Sequence[str] | None = None) -> list[list[Cell]]:
     """The table's p-values adjusted together (Benjamini-Hochberg): each tested cell's q, and ``significant``
-    where q <= :data:`ALPHA`. ``families`` (one per row: :func:`stored_code`) adjusts the rows of stored codes as a
-    family of their own, apart from the float32 variants: they answer another question (what bytes cost), which the
-    board per budget judges, and the verdict's family is the float32 variants alone."""
+    where q <= :data:`ALPHA`. ``families`` (one per row: :func:`iso_bench.report.sizes.family`) adjusts each
+    family's rows on their own: a variant stored at another size than the model's (k dimensions, int8 or binary)
+    where raw at that size was run is judged per budget, against that raw, and the verdict's family is the rest."""
     rows = len(columns[0]) if columns else 0
-    families = list(families) if families is not None else [False] * rows
+    families = list(families) if families is not None else [FULL] * rows
     out = [list(col) for col in columns]
-    for family in sorted(set(families)):
+    for group in dict.fromkeys(families):
         at = [(j, i) for j, col in enumerate(columns) for i, c in enumerate(col)
-              if c.p is not None and families[i] == family]
+              if c.p is not None and families[i] == group]
         if not at:
             continue
         qs = stats.benjamini_hochberg([columns[j][i].p for j, i in at]).tolist()
@@ -163,9 +148,9 @@ def _counts(designs: Sequence[Design]) -> str:
 
 def uncertainty_notes(columns: Sequence[Sequence[Cell]], statuses: Sequence[Sequence[Status | None]],
                       row_labels: Sequence[str], col_labels: Sequence[str], merged: bool, means: bool,
-                      families: Sequence[bool] | None = None) -> list[str]:
+                      families: Sequence[str] | None = None) -> list[str]:
     """The notes that explain a table's intervals, spreads and tests, and every cell that lacks one."""
-    families = list(families) if families is not None else [False] * len(row_labels)
+    families = list(families) if families is not None else [FULL] * len(row_labels)
     cells = [(c, s, row_labels[i], col_labels[j], families[i])
              for j, (col, st) in enumerate(zip(columns, statuses, strict=True))
              for i, (c, s) in enumerate(zip(col, st, strict=True)) if s is not None]
@@ -181,17 +166,24 @@ def uncertainty_notes(columns: Sequence[Sequence[Cell]], statuses: Sequence[Sequ
         notes.append("[seeds …] = one row for the runs that differ only in seed: mean ± standard deviation across "
                      "the seeds (ddof=1); its interval is that of the seed mean (each resample scores every seed on "
                      "the same units, then averages them), and its difference from raw is tested likewise.")
-    tested = [(c, s, code) for c, s, _, _, code in cells if s.tested]
+    tested = [(c, s, group) for c, s, _, _, group in cells if s.tested]
     if tested:
-        floats = [c for c, _, code in tested if not code]
-        codes = [c for c, _, code in tested if code]
-        both = bool(floats and codes)
-        fam = [(f"the m = {len(f)} comparison{'s' * (len(f) != 1)} of this table"
-                + ((" of its int8 and binary codes" if f is codes else " of its float32 variants") if both else ""),
-                f"q ≤ {ALPHA}: {sum(c.significant for c in f)} of {len(f)}") for f in (floats, codes) if f]
-        adjusted = (f"{fam[0][0]} ({fam[0][1]})" if len(fam) == 1 else
-                    f"{fam[0][0]} ({fam[0][1]}), and apart from them over {fam[1][0]} ({fam[1][1]}): the codes are "
-                    "judged per budget, the verdict judges the float32 variants")
+        groups = {g: [c for c, _, h in tested if h == g] for g in dict.fromkeys(g for _, _, g in tested)}
+
+        def over(cells: list[Cell], what: str = "") -> str:
+            m = len(cells)
+            return (f"the m = {m} comparison{'s' * (m != 1)} of this table{what} "
+                    f"(q ≤ {ALPHA}: {sum(c.significant for c in cells)} of {m})")
+
+        if len(groups) == 1:
+            adjusted = over(next(iter(groups.values())))
+        else:
+            sizes = [g for g in groups if g != FULL]
+            adjusted = (over(groups.get(FULL, []), " at the model's full size")
+                        + ", and apart from them over each other size's comparisons (" + ", ".join(
+                            f"{g}: m = {len(groups[g])}" for g in sizes)
+                        + "), where raw at that size was run: the board per budget judges those against it, the "
+                          "verdict the full size")
         notes.append(f"(+d)* = a significant difference from raw: paired bootstrap over the evaluation units "
                      f"(variant and raw scored on the same {_counts([d for _, s, _ in tested for d in s.designs])}), "
                      f"Benjamini-Hochberg FDR at {ALPHA:.0%} over {adjusted}; CSV gives each p and q.")
@@ -233,7 +225,8 @@ def annotate(boot: Bootstrap, ix: Index, columns: Sequence[Sequence[Cell]], line
                  for c, line in zip(col, lines, strict=True)]
         out.append([c for c, _ in pairs])
         statuses.append([s for _, s in pairs])
-    families = [stored_code(line.variant) for line in lines]
+    present = {line.variant for line in lines}
+    families = [family(line.variant, present) for line in lines]
     adjusted = adjust(out, families)
     merged = any(line.seeds and any(col[i].value is not None for col in out) for i, line in enumerate(lines))
     return adjusted, uncertainty_notes(adjusted, statuses, row_labels, col_labels, merged, means, families)

@@ -4,9 +4,10 @@ tables (never hand-written), so it stays true when the results change.
 For a group with a mean (MTEB STS, paper STS) the line judges the mean; for a group without one (the word tasks)
 each task. It names the best variant that beats raw significantly (the largest difference from raw whose paired
 bootstrap test has q ≤ 5% after the table's Benjamini-Hochberg correction), with its difference, interval and q,
-or says that no variant does; then the variants that lose to raw significantly. It judges the variants stored as
-float32 numbers: int8 and binary codes answer what bytes cost, and the board per budget judges them against raw's
-codes (:mod:`.budget`), apart from this family in every test. Diagnostics (isotropy) never enter,
+or says that no variant does; then the variants that lose to raw significantly. It judges the variants at the
+model's full size: a variant stored smaller (k dimensions, int8 or binary codes) where raw at that size is on the
+board answers what bytes cost, and the board per budget judges it against that raw (:mod:`.budget`), in a family of
+tests of its own. Diagnostics (isotropy) never enter,
 and neither do cells without a paired test (results without per-instance units, a board without intervals); where
 raw's score is missing or results are marked † (modified), the line says that there is no verdict, and why.
 
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 from iso_bench.data.fit_corpus import SETTING_WORDS, TASK
 from iso_bench.report.cells import Cell, Leaderboard, Row, Table
-from iso_bench.report.uncertainty import stored_code
+from iso_bench.report.sizes import FULL, family
 
 COMPARISON = "comparison"  # the key of the section that compares models: judged per model instead
 
@@ -118,10 +119,10 @@ def _line(j: Judgement) -> str:
     return text
 
 
-def judgements(board: Leaderboard, codes: bool = False) -> list[Judgement]:
+def judgements(board: Leaderboard) -> list[Judgement]:
     """Every judged unit of ``board``: per (model, task group or task, setting), in the board's order. The variants
-    judged are those stored as float32 numbers; int8 and binary codes (:func:`.uncertainty.stored_code`, tested as a
-    family of their own) are judged per budget, against raw's codes (:mod:`.budget`), or here with ``codes``."""
+    judged are those of the full size's family (:func:`.sizes.family`): one stored at another size (k dimensions,
+    int8 or binary) where raw at that size is on the board is judged per budget, against that raw (:mod:`.budget`)."""
     found: list[Judgement] = []
     for section in board.sections:
         if section.key == COMPARISON:
@@ -130,10 +131,11 @@ def judgements(board: Leaderboard, codes: bool = False) -> list[Judgement]:
             group = table.title.split(":")[0]
             for index, what in _judged(table):
                 by_setting: dict[str, list[tuple[Row, Cell]]] = {}
+                present = {row.variant for row in table.rows}
                 for row in table.rows:
                     if "benchmark=" in row.setup:  # another benchmark definition: shown, never judged
                         continue
-                    if not codes and stored_code(row.variant):  # what bytes cost: the board per budget judges it
+                    if family(row.variant, present) != FULL:  # what bytes cost: the board per budget judges it
                         continue
                     by_setting.setdefault(_setting(row.setup), []).append((row, row.cells[index]))
                 for setting, rows in by_setting.items():
