@@ -151,6 +151,11 @@ def test_the_verdict_judges_the_full_size_and_each_size_with_its_raw_is_a_family
         assert mine and [c.q for c in mine] == pytest.approx(benjamini_hochberg([c.p for c in mine]).tolist())
     assert {row.variant for j in judgements(board) for row, _ in j.tested} == {"whiten", "pca-64"}
     assert any("at the model's full size" in note and "128-d: m = " in note for note in table.notes)
+    from iso_bench.report.heatmap import heatmaps
+    from iso_bench.report.matrix import matrix_note, verdict_matrices
+
+    said = "at another size where raw at that size is on the board (128-d, binary) are judged in the table per budget"
+    assert said in matrix_note(verdict_matrices(board)) and all(said in h.caption for h in heatmaps(board))
     # one column, p values by hand: two families, 0.01, 0.04, 0.03 (BH: 0.03, 0.04, 0.04) and 0.02, 0.2 (0.04, 0.2)
     column = [Cell(1.0, 0.0, p=p) for p in (0.01, 0.04, 0.03, 0.02, 0.2)]
     [got] = adjust([column], ["full", "full", "full", "int8", "int8"])

@@ -24,7 +24,7 @@ from typing import Any
 from iso_bench.report.cells import Leaderboard
 from iso_bench.report.escape import plot_text
 from iso_bench.report.index import variant_order
-from iso_bench.report.verdict import judgements
+from iso_bench.report.verdict import apart_note, judged_apart, judgements
 
 KEY = "#verdict"  # the key of the heatmaps among a board's figures (never a section's: those have no "#")
 LIMIT = 10.0  # points: the colour of a larger difference is that of ±LIMIT
@@ -58,6 +58,7 @@ class Heatmap:
     methods: tuple[str, ...]
     columns: tuple[tuple[str, str], ...]
     cells: tuple[tuple[HeatCell, ...], ...]
+    apart: tuple[str, ...] = ()  # the sizes judged per budget instead (verdict.judged_apart)
 
     @property
     def caption(self) -> str:
@@ -66,13 +67,14 @@ class Heatmap:
                 "unit: a task group's mean where the group has one (MTEB STS, paper STS), else each task in a "
                 "column of its own (the word tasks, Banking77, SciFact), as in the matrix. * = significant (paired "
                 "bootstrap, Benjamini-Hochberg q ≤ 0.05 over its table); = : the method's vectors are raw's there; "
-                f"– = no result; blue above raw, red below, the colour full at ±{LIMIT:.0f} points and beyond.")
+                f"– = no result; blue above raw, red below, the colour full at ±{LIMIT:.0f} points and beyond."
+                + apart_note(self.apart))
 
 
 def heatmaps(board: Leaderboard) -> list[Heatmap]:
     """One :class:`Heatmap` per fit setting of ``board``'s verdict, in the matrix's order (fitted on test texts
     first), methods in the board's order (raw, never compared with itself, left out)."""
-    found = [j for j in judgements(board) if j.no_verdict is None]
+    found, apart = [j for j in judgements(board) if j.no_verdict is None], judged_apart(board)
     settings = list(dict.fromkeys(j.setting for j in found))
     settings.sort(key=lambda s: not s.startswith("fitted on test texts"))
     out = []
@@ -87,7 +89,7 @@ def heatmaps(board: Leaderboard) -> list[Heatmap]:
                     continue
                 by.setdefault((row.variant, j.model, j.unit), HeatCell(cell.delta, cell.significant, cell.unchanged))
         out.append(Heatmap(setting, methods, columns,
-                           tuple(tuple(by.get((m, *c), HeatCell()) for c in columns) for m in methods)))
+                           tuple(tuple(by.get((m, *c), HeatCell()) for c in columns) for m in methods), apart))
     return out
 
 

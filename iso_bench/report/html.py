@@ -30,8 +30,7 @@ from iso_bench.methods import METHODS
 from iso_bench.report.cells import SAME, Cell, Column, Leaderboard, Row, Table
 from iso_bench.report.heatmap import KEY as HEATMAP
 from iso_bench.report.marks import MARKS
-from iso_bench.report.matrix import NOTE as MATRIX_NOTE
-from iso_bench.report.matrix import Matrix, MatrixCell, verdict_matrices
+from iso_bench.report.matrix import Matrix, MatrixCell, matrix_note, verdict_matrices
 from iso_bench.report.tables import (
     MINUS,
     MISSING,
@@ -69,10 +68,11 @@ def render_html(board: Leaderboard, plots: Mapping[str, Sequence[tuple[str, str]
                          "figures": figures, "id": f"s{s_index}"})
     groups = sorted({t["group"] for s in sections for t in s["tables"]})
     methods = sorted({row["method"] for s in sections for t in s["tables"] for row in t["rows"]})
+    matrices = verdict_matrices(board)
     return env.get_template("leaderboard.html").render(
         board=board, sections=sections, groups=groups, methods=methods, missing=MISSING,
         benchmark=" ".join(benchmark_lines(board, str)).replace("`", ""), bibtex=bibtex(board_benchmark(board)),
-        verdict=verdict_lines(board), matrices=[_matrix(m) for m in verdict_matrices(board)], matrix_note=MATRIX_NOTE,
+        verdict=verdict_lines(board), matrices=[_matrix(m) for m in matrices], matrix_note=matrix_note(matrices),
         heatmaps=[{"svg": Markup(_at_least_native(svg)), "caption": caption}
                   for svg, caption in (plots or {}).get(HEATMAP, ())])
 

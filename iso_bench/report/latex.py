@@ -31,8 +31,7 @@ from collections.abc import Sequence
 from iso_bench.report.cells import SAME, Cell, Column, Leaderboard, Table
 from iso_bench.report.escape import latex_escape
 from iso_bench.report.marks import MARKS
-from iso_bench.report.matrix import NOTE as MATRIX_NOTE
-from iso_bench.report.matrix import Matrix, verdict_matrices
+from iso_bench.report.matrix import Matrix, matrix_note, verdict_matrices
 from iso_bench.report.tables import MINUS, MISSING, _label, benchmark_lines, format_delta, format_number
 from iso_bench.report.verdict import verdict_lines
 
@@ -132,7 +131,7 @@ def latex_verdict(matrices: Sequence[Matrix], lines: Sequence[str]) -> list[str]
         out += [r"\begin{center}\footnotesize", f"\\textit{{{breakable(setting)}}}\\par\\smallskip",
                 f"\\isobenchfit{{\\begin{{tabular}}{{{'l' * (len(m.units) + 1)}}}", r"\toprule", head + r" \\",
                 r"\midrule", *rows, r"\bottomrule", r"\end{tabular}}", r"\end{center}", ""]
-    out += [r"\begin{flushleft}\footnotesize", f"{breakable(MATRIX_NOTE)}\\par\\smallskip",
+    out += [r"\begin{flushleft}\footnotesize", f"{breakable(matrix_note(matrices))}\\par\\smallskip",
             r"Each judgement in words:\par", *(f"\\hangindent=1.5em\\hangafter=1 {breakable(line)}\\par"
                                                  for line in lines), r"\end{flushleft}", ""]
     return out

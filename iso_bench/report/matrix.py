@@ -19,10 +19,11 @@ encoder has no judged result in that unit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iso_bench.report.cells import Leaderboard
-from iso_bench.report.verdict import judgements
+from iso_bench.report.verdict import apart_note, judged_apart, judgements
 
 MISSING = "–"
 NOTE = ("Each cell: the variant that beats raw by the most where the paired bootstrap test of its difference stays "
@@ -67,12 +68,18 @@ class Matrix:
     units: tuple[str, ...]
     models: tuple[str, ...]
     cells: tuple[tuple[MatrixCell, ...], ...]
+    apart: tuple[str, ...] = ()  # the sizes judged per budget instead (verdict.judged_apart)
+
+
+def matrix_note(matrices: Sequence[Matrix]) -> str:
+    """:data:`NOTE`, and which sizes the board per budget judges instead, where the board has any."""
+    return NOTE + apart_note(next((m.apart for m in matrices if m.apart), ()))
 
 
 def verdict_matrices(board: Leaderboard) -> list[Matrix]:
     """One :class:`Matrix` per fit setting of ``board``'s verdict, settings, encoders and units in the board's
     order (fitted on test texts first where the board has it)."""
-    found = judgements(board)
+    found, apart = judgements(board), judged_apart(board)
     settings = list(dict.fromkeys(j.setting for j in found))
     settings.sort(key=lambda s: not s.startswith("fitted on test texts"))  # stable: the board's order otherwise
     out = []
@@ -93,7 +100,7 @@ def verdict_matrices(board: Leaderboard) -> list[Matrix]:
                     row.append(MatrixCell(None if best is None else best[0].variant,
                                           None if best is None else best[1].delta, len(j.losses), True))
             cells.append(tuple(row))
-        out.append(Matrix(setting, units, models, tuple(cells)))
+        out.append(Matrix(setting, units, models, tuple(cells), apart))
     return out
 
 
@@ -107,4 +114,4 @@ def matrix_text(matrices: list[Matrix]) -> str:
         out += [f"{m.setting}:", tabulate(rows, headers=["encoder", *m.units], tablefmt="simple",
                                            disable_numparse=True), ""]
     # in the run's output the sentences come before the matrix, which ends it
-    return "\n".join(out + [NOTE.replace("The sentences below", "The sentences above")]) if out else ""
+    return "\n".join(out + [matrix_note(matrices).replace("The sentences below", "The sentences above")]) if out else ""

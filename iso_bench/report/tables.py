@@ -34,8 +34,7 @@ from iso_bench.report.heatmap import KEY as HEATMAP
 from iso_bench.report.heatmap import heatmaps
 from iso_bench.report.index import NO_BENCHMARK
 from iso_bench.report.marks import MARKS
-from iso_bench.report.matrix import NOTE as MATRIX_NOTE
-from iso_bench.report.matrix import Matrix, verdict_matrices
+from iso_bench.report.matrix import Matrix, matrix_note, verdict_matrices
 from iso_bench.report.plots import plot_data
 from iso_bench.report.verdict import verdict_lines
 from iso_bench.results.benchmark import CITATION_KEY, NAME, VERSIONS, definition_sha256
@@ -175,7 +174,7 @@ def matrix_markdown(matrices: Sequence[Matrix]) -> list[str]:
         table = tabulate(rows, headers=["encoder", *(_md_cell(u) for u in m.units)], tablefmt="pipe",
                          disable_numparse=True)
         out += [f"**{md_text(m.setting[:1].upper() + m.setting[1:])}**", "", table, ""]
-    return out + [md_text(MATRIX_NOTE, block=True), ""] if out else []
+    return out + [md_text(matrix_note(matrices), block=True), ""] if out else []
 
 
 def no_plot_note(section: Section) -> str:

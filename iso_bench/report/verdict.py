@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from iso_bench.data.fit_corpus import SETTING_WORDS, TASK
 from iso_bench.report.cells import Cell, Leaderboard, Row, Table
-from iso_bench.report.sizes import FULL, family
+from iso_bench.report.sizes import FULL, family, size_of
 
 COMPARISON = "comparison"  # the key of the section that compares models: judged per model instead
 
@@ -143,6 +143,21 @@ def judgements(board: Leaderboard) -> list[Judgement]:
                     if judged is not None:
                         found.append(judged)
     return found
+
+
+def judged_apart(board: Leaderboard) -> tuple[str, ...]:
+    """The sizes (:func:`.sizes.family`: ``"int8"``, ``"128-d"``, ...) whose variants the verdict leaves to the board
+    per budget, because raw at that size is on the board; () for a board of one family (v1, v2)."""
+    found = {family(row.variant, {r.variant for r in table.rows}): size_of(row.variant) for section in board.sections
+             if section.key != COMPARISON for table in section.tables for row in table.rows}
+    return tuple(sorted((g for g in found if g != FULL), key=lambda g: found[g].order()))  # largest first
+
+
+def apart_note(sizes: Sequence[str]) -> str:
+    """The sentence that says which sizes the verdict leaves to the board per budget ("" where none)."""
+    return (f" Variants stored at another size where raw at that size is on the board ({', '.join(sizes)}) are "
+            "judged in the table per budget, against that raw, and are neither winners nor counted worse here."
+            if sizes else "")
 
 
 def verdict_lines(board: Leaderboard) -> list[str]:
