@@ -1,7 +1,7 @@
 """Compare every main score of one results folder with its counterpart in another: what moved from iso-bench v2
 to v3, and by how much.
 
-    python leaderboards/what_moved.py leaderboards/v2 leaderboards/v3 [--csv moved.csv]
+    python leaderboards/what_moved.py leaderboards/v2 leaderboards/v3 [--csv moved.csv] [--between FOLDER]
 
 A result is matched by encoder, variant (its folder's spec), fit setting and seed, and task; a token-level
 variant's v3 setup (``..._token_pooling_model``: the model's own pooling) is matched with v2's (a mean of the
@@ -9,7 +9,8 @@ text's tokens). Per score entry (split and subset) it prints the difference of t
 per-instance units are the same float64 values. The summary counts, per encoder and variant group, the results
 that are equal, that moved by at most 1e-6, by at most 1e-5, and by more, with the largest move, then the causes
 of the moves larger than 1e-6 (:func:`cause`); ``--csv`` writes every pair with its cause. Results of one folder
-only (v3's bytes axis) are counted apart.
+only (v3's bytes axis) are counted apart. ``--between`` names the results of the old code run on the new static
+encoder's folder, which split a static row's move into its rows' share and the code's (:func:`split_cause`).
 """
 
 from __future__ import annotations
@@ -89,6 +90,19 @@ def cause(model: str, spec: str, task: str, kind: str, diff: float, old: np.ndar
     return "unexplained"
 
 
+def split_cause(model: str, spec: str, task: str, kind: str, old: tuple, mid: tuple | None, new: tuple) -> str:
+    """A static encoder's move split by ``mid``, the old code's result on the new folder's rows (``--between``):
+    the rows' share (old to mid) and the code's (mid to new, by :func:`cause` as for a model of fixed weights).
+    Without ``mid``, or for another encoder, :func:`cause` alone."""
+    diff = new[0] - old[0]
+    if not model.startswith(STATIC) or abs(diff) <= 1e-6 or mid is None:
+        return cause(model, spec, task, kind, diff, old[1], new[1]) + (
+            " (the code's share not measured)" if model.startswith(STATIC) and abs(diff) > 1e-6 else "")
+    rows = abs(mid[0] - old[0]) > 1e-6
+    code = cause("", spec, task, kind, new[0] - mid[0], mid[1], new[1])
+    return "; ".join(([cause(model, spec, task, kind, diff, None, None)] if rows else []) + ([code] if code else []))
+
+
 def group_of(spec: str) -> str:
     if spec.split("-level=")[0] in TOKEN_LEVEL:
         return f"{spec} (token-level)"
@@ -101,8 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("new", type=Path)
     parser.add_argument("--csv", type=Path, help="write every matched pair here")
     parser.add_argument("--model", help="only this encoder (its folder name before '+')")
+    parser.add_argument("--between", type=Path, help="the old code's results on the new static folder: splits a "
+                                                     "static encoder's moves into its rows' and the code's")
     args = parser.parse_args(argv)
     old, new = scores(args.old), scores(args.new)
+    between = scores(args.between) if args.between else {}
     if args.model:
         old = {k: v for k, v in old.items() if k[0] == args.model}
         new = {k: v for k, v in new.items() if k[0] == args.model}
@@ -111,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     for key in both:
         (a, ua, kind), (b, ub, _) = old[key], new[key]
         same_units = ua is not None and ub is not None and ua.shape == ub.shape and ua.tobytes() == ub.tobytes()
-        rows.append((*key, a, b, b - a, same_units, cause(key[0], key[1], key[3], kind, b - a, ua, ub)))
+        why = split_cause(key[0], key[1], key[3], kind, old[key][:2], between.get(key), new[key][:2]) if (
+            args.between) else cause(key[0], key[1], key[3], kind, b - a, ua, ub)
+        rows.append((*key, a, b, b - a, same_units, why))
     if args.csv:
         with args.csv.open("w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
@@ -123,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     causes: dict[tuple[str, str], int] = defaultdict(int)
     for model, spec, setup, task, *_, a, b, diff, same, why in rows:
         if why:
-            causes[(model, why.split(":")[0] if why.startswith("near-tie") else why)] += 1
+            causes[(model, "; ".join(p.split(":")[0] if p.startswith("near-tie") else p for p in why.split("; ")))] += 1
         s = summary[(model, group_of(spec))]
         s[0] += 1
         s[1] += same

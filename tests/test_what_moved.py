@@ -47,6 +47,22 @@ def test_a_near_tie_counts_the_instances_whose_output_differs() -> None:
         "near-tie: 1 of 3 similarities moved by at most 6e-08, reordering near-equal ones"
 
 
+STATIC = "local__static-all-MiniLM-L6-v2"
+
+
+@pytest.mark.parametrize(("old", "mid", "new", "expected"), [
+    (0.5, 0.49, 0.49, "rows: the static encoder's folder"),  # the old code on the new rows gives the new score
+    (0.5, 0.5, 0.49, "pooling: the model's own"),  # the old code on the new rows gives the old score: the code's
+    (0.5, 0.49, 0.48, "rows: the static encoder's folder; pooling: the model's own"),  # both moved it
+    (0.5, None, 0.49, "rows: the static encoder's folder (the code's share not measured)"),  # no old-code result
+    (0.5, 0.49, 0.5 + 1e-7, ""),  # within 1e-6 overall: nothing to attribute
+])
+def test_a_static_move_is_split_into_its_rows_and_the_codes_share(old, mid, new, expected) -> None:
+    got = what_moved.split_cause(STATIC, "cluster-pca", "STS12", "STS", (old, None), mid and (mid, None), (new, None))
+    assert got == expected
+    assert what_moved.split_cause(MINILM, "whiten", "STS12", "STS", (0.5, None), None, (0.5 + 8e-6, None)) == "rounding"
+
+
 def test_two_folders_are_matched_result_by_result(tmp_path: Path, capsys) -> None:
     """The same committed result in both folders, then with its main score moved by hand in one."""
     found = sorted((LEADERBOARDS / "v3" / "results").glob("local__static-all-MiniLM-L6-v2+raw/*/STS12-SentEval.json"))
