@@ -22,7 +22,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.similarity_functions import cos_sim, pairwise_cos_sim
 
 from iso_bench._version import __version__
-from iso_bench.backbones.pool_replay import pooled_batches, whole_rows
+from iso_bench.backbones.pool_replay import before_pooling, pooled_batches, whole_rows
 from iso_bench.checks import one_blas_thread
 from iso_bench.data.provider import CorpusProvider
 from iso_bench.files import dataset_record
@@ -30,7 +30,6 @@ from iso_bench.fitting import Fits
 from iso_bench.kernels import describe_environment
 from iso_bench.kinds.cards import held_out_sources
 from iso_bench.methods import canonical_spec, stage_pooled, storage_of, stored_scores
-from iso_bench.methods.stages import Stage
 from iso_bench.numerics import linalg
 from iso_bench.results.benchmark import result_record
 from iso_bench.results.instances import N_RESAMPLES, track
@@ -126,19 +125,6 @@ class _Variant(Fits):
                 "storage": storage_of(self._by_task.get((task_name, self.level), self._prototype), self),
                 **({"instructions": seen["instructions"]} if "instructions" in seen else {})}
 
-    @property
-    def sentences_pool_tokens(self) -> bool:
-        """Whether its sentence vectors are the model's pooling and head of its token vectors (:meth:`token_vectors`)
-        and of nothing else: raw, and a token-level method whose pooling reads its own output (no
-        ``model_coordinates`` map back, no storage stage after the pooling). Any other variant maps its sentence
-        vectors by a fit, a cut or a stage of their own, which its token vectors do not go through."""
-        proto = self._prototype
-        if isinstance(proto, Stage):
-            return False
-        if self.level == "token":
-            return getattr(proto, "model_coordinates", None) is None
-        return proto.name == "raw"
-
     # ---- transforming -----------------------------------------------------------------------------
     @_one_blas_thread
     def vectors(self, texts: Sequence[str], task_name: str | None, *, task_metadata: Any = None,
@@ -176,6 +162,21 @@ class _Variant(Fits):
         out = np.full((len(X), Z.shape[1]), np.nan, np.float32)
         out[ok] = Z
         return out
+
+    @_one_blas_thread
+    def sentence_map_of_tokens(self, texts: Sequence[str], task_name: str | None, *, task_metadata: Any = None,
+                               prompt_type: Any = None) -> np.ndarray:
+        """The model's token vectors of ``texts`` (special tokens excluded, all rows stacked) under the map this
+        variant makes its sentence vectors by: the sentence-level fit's transform (its storage stage included), or
+        for a token-level variant what its pooling reads (:func:`~iso_bench.backbones.pool_replay.before_pooling`),
+        then its stage. The vectors IsoScore* estimates its C0 from (:mod:`iso_bench.kinds.isotropy`): the larger
+        sample, in its sentence vectors' coordinates and units."""
+        toks = [t for t in self.store.tokens(texts, task_metadata=task_metadata, prompt_type=prompt_type) if len(t)]
+        X = np.concatenate(toks, axis=0)
+        method = self.fitted_method(task_name)
+        if self.level == "sentence":
+            return whole_rows(method.transform)(X)
+        return stage_pooled(method, before_pooling(method, self.spec, self.store.backbone)(X))
 
     @_one_blas_thread
     def token_vectors(self, texts: Sequence[str], task_name: str | None, *, task_metadata: Any = None,

@@ -100,7 +100,8 @@ def split_cause(model: str, spec: str, task: str, kind: str, old: tuple, mid: tu
             " (the code's share not measured)" if model.startswith(STATIC) and abs(diff) > 1e-6 else "")
     rows = abs(mid[0] - old[0]) > 1e-6
     code = cause("", spec, task, kind, new[0] - mid[0], mid[1], new[1])
-    return "; ".join(([cause(model, spec, task, kind, diff, None, None)] if rows else []) + ([code] if code else []))
+    split = "; ".join(([cause(model, spec, task, kind, diff, None, None)] if rows else []) + ([code] if code else []))
+    return split or cause(model, spec, task, kind, diff, None, None)  # each share within 1e-6, together more
 
 
 def group_of(spec: str) -> str:

@@ -133,14 +133,12 @@ def test_the_verdict_judges_the_full_size_and_each_size_with_its_raw_is_a_family
     from iso_bench.numerics.stats import benjamini_hochberg
     from iso_bench.report import build_leaderboard
     from iso_bench.report.cells import Cell
-    from iso_bench.report.sizes import family
     from iso_bench.report.uncertainty import adjust
     from iso_bench.report.verdict import judgements
 
     board = build_leaderboard(read_results(folder))
     [table] = [t for s in board.sections for t in s.tables if t.title.startswith("MTEB STS")]
-    present = {row.variant for row in table.rows}
-    groups = {row.variant: family(row.variant, present) for row in table.rows}
+    groups = {row.variant: row.family for row in table.rows}
     # truncate-128 is raw at 128-d, so pca-128 is judged there; no truncate-64 was run, so pca-64 stays in the verdict
     assert groups == {"raw": "full", "whiten": "full", "pca-64": "full", "truncate-128": "128-d", "pca-128": "128-d",
                       "raw-precision=binary": "binary", "whiten-precision=binary": "binary",
@@ -154,7 +152,7 @@ def test_the_verdict_judges_the_full_size_and_each_size_with_its_raw_is_a_family
     from iso_bench.report.heatmap import heatmaps
     from iso_bench.report.matrix import matrix_note, verdict_matrices
 
-    said = "at another size where raw at that size is on the board (128-d, binary) are judged in the table per budget"
+    said = "at another size beside raw at that size (128-d, binary) are judged in the table per budget"
     assert said in matrix_note(verdict_matrices(board)) and all(said in h.caption for h in heatmaps(board))
     # one column, p values by hand: two families, 0.01, 0.04, 0.03 (BH: 0.03, 0.04, 0.04) and 0.02, 0.2 (0.04, 0.2)
     column = [Cell(1.0, 0.0, p=p) for p in (0.01, 0.04, 0.03, 0.02, 0.2)]
@@ -162,3 +160,24 @@ def test_the_verdict_judges_the_full_size_and_each_size_with_its_raw_is_a_family
     assert [c.q for c in got] == pytest.approx([0.03, 0.04, 0.04, 0.04, 0.2], abs=1e-12)
     [one] = adjust([column])  # one family of five: 0.01 -> 0.05, 0.04 -> 0.05 and 0.2 stays
     assert [c.q for c in one] == pytest.approx([0.05, 0.05, 0.05, 0.05, 0.2], abs=1e-12)
+
+
+def test_raw_at_a_size_is_looked_for_beside_the_same_raw_and_the_note_names_only_what_the_verdict_left(
+        tmp_path: Path) -> None:
+    """Model a has truncate-128 beside its pca-128, model b has none: b's pca-128 stays in the verdict, a's is
+    judged per budget. A table whose full size has no tested row says so without a clause of m = 0."""
+    from iso_bench.report import build_leaderboard
+    from iso_bench.report.matrix import matrix_note, verdict_matrices
+    from iso_bench.report.verdict import judged_apart, judgements
+
+    noise = {"raw": 1.0, "truncate-128": 1.2, "pca-128": 0.6}
+    for base, variants in (("org/a", ("raw", "truncate-128", "pca-128")), ("org/b", ("raw", "pca-128"))):
+        for variant in variants:
+            write_scored(tmp_path, base, variant, "STSBenchmark", sts_units(N, noise[variant], seed=1))
+    board = build_leaderboard(read_results(tmp_path))
+    judged = {(j.model, row.variant) for j in judgements(board) for row, _ in j.tested}
+    assert judged == {("org/b", "pca-128")}
+    assert judged_apart(board) == ("128-d",) and "(128-d) are judged" in matrix_note(verdict_matrices(board))
+    [a] = [t for s in board.sections if s.title == "org/a" for t in s.tables if t.title.startswith("MTEB STS")]
+    note = next(n for n in a.notes if n.startswith("(+d)*"))
+    assert "at the model's full size" not in note and "over each other size's comparisons (128-d: m = 4, " in note

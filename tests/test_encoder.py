@@ -61,21 +61,6 @@ def test_the_runs_seed_is_part_of_the_setup_not_of_the_variants_name() -> None:
     assert VariantEncoder(None, "whiten-level=token", seed=2).spec == "whiten-level=token"
 
 
-@pytest.mark.parametrize(("spec", "pooled"), [
-    ("raw", True), ("cluster-pca", True),  # the sentence vectors pool the token vectors, through the model's head
-    ("pca-128-level=token", True), ("flow-level=token", True), ("zscore-level=token", True),
-    ("center", False), ("zscore", False), ("zca", False), ("truncate-128", False),  # a fit or cut of their own
-    ("whiten", False), ("whiten-256", False), ("pca-128", False), ("flow", False),
-    ("raw-precision=int8", False), ("raw-precision=binary", False),  # a stage of the sentence vectors
-    ("cluster-pca-precision=int8", False),  # token-level, its stage after the pooling
-    ("zipfian-whiten", False), ("whiten-level=token", False),  # pooled in the model's coordinates (mapped back)
-])
-def test_whether_a_variants_sentence_vectors_pool_its_token_vectors(spec: str, pooled: bool) -> None:
-    from iso_bench.encoder import VariantEncoder
-
-    assert VariantEncoder(None, spec).sentences_pool_tokens is pooled
-
-
 def test_the_texts_of_mtebs_loaders_are_read_as_iterating_them_gives_them() -> None:
     import mteb
     from mteb._create_dataloaders import create_dataloader

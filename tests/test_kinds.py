@@ -126,3 +126,23 @@ def test_isotropy_task_on_a_keyword_encoder(keyword_variant, monkeypatch) -> Non
     assert scores["sentence_iw"] == pytest.approx(iw(Xc)) and scores["main_score"] == scores["sentence_iw"]
     assert scores["sentence_average_cosine"] == pytest.approx(average_cosine(Xc))
     assert scores["n_sentences"] == 4 and scores["n_tokens"] == 8
+
+
+@pytest.mark.parametrize("method", ["raw", "center", "zscore", "whiten", "whiten-precision=int8"])
+def test_isoscore_stars_c0_is_the_models_tokens_under_the_variants_sentence_map(keyword_variant, method) -> None:
+    from iso_bench.numerics.isotropy import isoscore_star
+
+    task = task_class(card_of("Isotropy-STSB"))()
+    texts = ["a b c", "c d", "a c d", "b d", "a d"]
+    task.dataset, task.data_loaded = {"test": texts}, True
+    model = keyword_variant(["a", "b", "c", "d"], method)
+    model.corpus.add_tasks([task])
+    scores = task.evaluate(model, "test")["default"]
+    tokens = np.concatenate([t for t in model.store.tokens(texts) if len(t)]).astype(np.float64)
+    mapped = model.fitted_method("Isotropy-STSB").transform(tokens)  # the sentence fit's (int8: its sentence ranges)
+    sentences = np.asarray(model.vectors(texts, "Isotropy-STSB"), np.float64)
+    expected = isoscore_star(sentences, np.cov(mapped, rowvar=False), 0.75)
+    assert scores["sentence_isoscore_star"] == pytest.approx(expected, abs=1e-6)  # mteb keeps 6 decimals
+    assert scores["isoscore_star_c0_tokens_mapped"] == 1
+    if method in ("raw", "center"):  # a shift leaves the covariance of the model's tokens as it is
+        assert np.cov(mapped, rowvar=False) == pytest.approx(np.cov(tokens, rowvar=False))

@@ -56,6 +56,7 @@ STATIC = "local__static-all-MiniLM-L6-v2"
     (0.5, 0.49, 0.48, "rows: the static encoder's folder; pooling: the model's own"),  # both moved it
     (0.5, None, 0.49, "rows: the static encoder's folder (the code's share not measured)"),  # no old-code result
     (0.5, 0.49, 0.5 + 1e-7, ""),  # within 1e-6 overall: nothing to attribute
+    (0.5, 0.5 + 9e-7, 0.5 + 1.8e-6, "rows: the static encoder's folder"),  # neither share above 1e-6, both more
 ])
 def test_a_static_move_is_split_into_its_rows_and_the_codes_share(old, mid, new, expected) -> None:
     got = what_moved.split_cause(STATIC, "cluster-pca", "STS12", "STS", (old, None), mid and (mid, None), (new, None))

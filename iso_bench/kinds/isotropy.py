@@ -21,14 +21,14 @@ class IsotropyKind(Kind):
     The corpus task's data comes from the hub or the local mirror like any mteb task. Scores:
     ``sentence_<measure>`` and ``token_<measure>`` for every measure of :data:`iso_bench.numerics.isotropy.MEASURES`
     (token measures only for models that give token vectors), and ``<level>_isoscore_star``: IsoScore* with its
-    authors' evaluation settings, zeta = 0.75 and C0 the covariance of the variant's token vectors of the corpus
-    (the larger sample of the model's space; at most :data:`C0_POINTS` of them, a seeded sample) where its sentence
-    vectors are the model's pooling and head of those token vectors, as the authors' are (``sentences_pool_tokens``:
-    raw, and a token-level method whose pooling reads its own output). Any other variant fits, cuts or stores its
-    sentence vectors by a map its token vectors do not go through (whiten's principal coordinates of a sentence fit
-    beside those of a token fit, zscore's per-axis units of each, an int8 stage's ranges), so a covariance of the one
-    is no estimate for the other, and C0 is the sentence vectors' own covariance, as for a model without token
-    vectors. ``isoscore_star_c0_from_tokens`` (1 or 0) records which. For token vectors, C0 is their own covariance, so
+    authors' evaluation settings, zeta = 0.75 and C0 the covariance of the model's token vectors of the corpus
+    (the larger sample of the model's space; at most :data:`C0_POINTS` of them, a seeded sample) mapped as the
+    variant maps its sentence vectors (``sentence_map_of_tokens``: the sentence-level fit's transform, its storage
+    stage included; for a token-level variant, what its pooling reads, then its stage), so that C0 is in the sentence
+    vectors' coordinates and units for every variant: whiten's principal coordinates of its sentence fit, zscore's
+    per-axis units, an int8 stage's ranges. For raw the map is the identity, as in the authors' setting; for a model
+    without token vectors C0 is the sentence vectors' own covariance (IsoScore* is then IsoScore).
+    ``isoscore_star_c0_tokens_mapped`` (1 or 0) records which. For token vectors, C0 is their own covariance, so
     their IsoScore* equals their IsoScore. The main score is the sentence vectors' I(W).
     """
 
@@ -56,11 +56,14 @@ class IsotropyKind(Kind):
             vectors["token"] = np.asarray(model.token_vectors(texts, self.metadata.name, task_metadata=self.metadata),
                                           np.float64)
             scores["n_tokens"] = len(vectors["token"])
-        shared = "token" in vectors and getattr(model, "sentences_pool_tokens", True)
-        c0 = {"token": _c0(vectors["token"])} if "token" in vectors else {}  # each covariance computed once
-        c0["sentence"] = c0["token"] if shared else _c0(vectors["sentence"])
+        c0 = {"token": _c0(vectors["token"])} if "token" in vectors else {}
+        mapped = getattr(model, "sentence_map_of_tokens", None)
+        if "token" in vectors and mapped is not None:  # the model's tokens under the variant's sentence map
+            c0["sentence"] = _c0(np.asarray(mapped(texts, self.metadata.name, task_metadata=self.metadata), np.float64))
+        else:  # a model's own token vectors, or none: the sentence vectors' own covariance
+            c0["sentence"] = c0["token"] if "token" in vectors else _c0(vectors["sentence"])
         scores["isoscore_star_zeta"] = ISOSCORE_STAR_ZETA
-        scores["isoscore_star_c0_from_tokens"] = int(shared)
+        scores["isoscore_star_c0_tokens_mapped"] = int("token" in vectors)
         for level, X in vectors.items():
             for name, measure in MEASURES.items():
                 scores[f"{level}_{name}"] = float(measure(X))

@@ -45,6 +45,7 @@ from iso_bench.report.marks import mark_notes, worst
 from iso_bench.report.provenance import provenance
 from iso_bench.report.results import LeaderboardError, Result
 from iso_bench.report.setups import replicates
+from iso_bench.report.sizes import FULL, family
 from iso_bench.report.uncertainty import Bootstrap, annotate, spread_cells
 from iso_bench.report.units import UnitsStore
 from iso_bench.results.result_files import MODIFIED
@@ -137,9 +138,23 @@ def _cells(values: Sequence[float | None], refs: Sequence[float | None], ranked:
     return cells
 
 
-def _rows(columns: Sequence[Sequence[Cell]], keys: Sequence[tuple[Line, str]]) -> tuple[Row, ...]:
-    return tuple(Row(line.base, line.rev, line.variant, tuple(col[i] for col in columns), tag, line.shown)
-                 for i, (line, tag) in enumerate(keys))
+def _rows(columns: Sequence[Sequence[Cell]], keys: Sequence[tuple[Line, str]],
+          families: Sequence[str] | None = None) -> tuple[Row, ...]:
+    families = families or [FULL] * len(keys)
+    return tuple(Row(line.base, line.rev, line.variant, tuple(col[i] for col in columns), tag, line.shown, group)
+                 for i, ((line, tag), group) in enumerate(zip(keys, families, strict=True)))
+
+
+def families_of(ix: Index, lines: Sequence[Line]) -> list[str]:
+    """Each row's family of tests (:func:`iso_bench.report.sizes.family`), raw at another size looked for among the
+    rows compared with the same raw row, of the same benchmark definition."""
+    def key(line: Line) -> tuple[Line | None, object]:
+        return ix.raw.get(line), dict(line.setup).get("benchmark")
+
+    present: dict[tuple[Line | None, object], set[str]] = {}
+    for line in lines:
+        present.setdefault(key(line), set()).add(line.variant)
+    return [family(line.variant, present[key(line)]) for line in lines]
 
 
 def _missing_note(ix: Index, lines: Sequence[Line], tasks: Sequence[str]) -> list[str]:
@@ -236,17 +251,18 @@ def _ranked_table(ix: Index, group: Group, tasks: tuple[str, ...], lines: Sequen
     eligible = [ix.ranked(line) for line in lines]
     cells = [_cells(col, ix.refs(col, lines), True, marks=m, eligible=eligible)
              for col, m in zip(grid, marks, strict=True)]
+    families = families_of(ix, lines)
     if boot is not None:
         col_tasks = [(t,) for t in tasks] + [tasks] * bool(group.mean)
         cells, more = annotate(boot, ix, cells, lines, col_tasks, [c.label for c in columns],
-                               [line.label for line in lines], bool(group.mean))
+                               [line.label for line in lines], bool(group.mean), families)
         notes += more
     cells, more = _same_as_raw(ix, cells, lines, [(t,) for t in tasks] + [tasks] * bool(group.mean))
     notes += more + _missing_note(ix, lines, tasks)
     picked = [r for line in lines for t in tasks for r in ix.found(line, t)]
     notes += mark_notes(cells, picked)
     return Table(f"{group.title}: main score × 100 ({group.metric})", ("variant",), tuple(columns),
-                 _rows(cells, [(line, "") for line in lines]), tuple(notes), provenance(picked))
+                 _rows(cells, [(line, "") for line in lines], families), tuple(notes), provenance(picked))
 
 
 def _diagnostic_table(ix: Index, group: Group, task: str, lines: Sequence[Line]) -> Table:
@@ -269,10 +285,10 @@ def _diagnostic_table(ix: Index, group: Group, task: str, lines: Sequence[Line])
              "and never averaged: more isotropy is not better by itself. I(W): Mu & Viswanath 2018 (1 = isotropic); "
              "IsoScore: Rudman et al. 2022; avg. cosine: mean cosine of all pairs."]
     if any(key.endswith(("isoscore_star", "effective_rank")) for key, _ in metrics):
-        c0 = ("the covariance of the token vectors where the sentence vectors pool them (raw, token-level variants), "
-              "else of the sentence vectors themselves, where it equals IsoScore"
-              if any("isoscore_star_c0_from_tokens" in r.scores for line in lines for r in ix.found(line, task))
-              else "the covariance of the variant's token vectors")  # results made before the rule was recorded
+        c0 = ("the covariance of the model's token vectors under the variant's own sentence map, in its sentence "
+              "vectors' coordinates and units"
+              if any("isoscore_star_c0_tokens_mapped" in r.scores for line in lines for r in ix.found(line, task))
+              else "the covariance of the variant's token vectors")  # results made before the map was recorded
         notes.append(f"IsoScore*: Rudman & Eickhoff 2024, its authors' evaluation setting (zeta = 0.75, shrunk towards "
                      f"{c0}; for token vectors it equals IsoScore). "
                      "eff. rank: Roy & Vetterli 2007, of the centred vectors (1 to the dimension; not a fraction).")

@@ -71,6 +71,7 @@ class Row:
     cells: tuple[Cell, ...]
     tag: str = ""
     setup: str = ""
+    family: str = "full"  # its family of tests (iso_bench.report.sizes.family): the verdict judges "full" alone
 
     @property
     def label(self) -> str:

@@ -73,6 +73,19 @@ def family(variant: str, present: Collection[str]) -> str:
     return size.label if size is not None and size != Size(None) and size.reference in present else FULL
 
 
+def size_order(label: str) -> tuple[float, str]:
+    """Where a size, by its :attr:`Size.label` (``"full"``, ``"int8"``, ``"128-d"``, ``"64-d binary"``), comes among
+    sizes: largest first (:meth:`Size.order`).
+
+    >>> sorted(["binary", "64-d", "int8", "128-d binary", "full"], key=size_order)
+    ['full', 'int8', '64-d', 'binary', '128-d binary']
+    """
+    first, *rest = label.split()
+    if first in ("int8", "binary"):
+        return Size(None, first).order()
+    return Size(None if first == FULL else int(first.removesuffix("-d")), rest[0] if rest else "float32").order()
+
+
 @functools.cache
 def _size(variant: str) -> Size | None:
     return size_of(variant)

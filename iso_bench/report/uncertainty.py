@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from iso_bench.numerics import stats
 from iso_bench.report.resample import Bootstrap, paired, percentile
-from iso_bench.report.sizes import FULL, family
+from iso_bench.report.sizes import FULL, size_order
 from iso_bench.report.units import Design, design_of, recorded_interval
 from iso_bench.results.result_files import MODIFIED
 
@@ -175,15 +175,15 @@ def uncertainty_notes(columns: Sequence[Sequence[Cell]], statuses: Sequence[Sequ
             return (f"the m = {m} comparison{'s' * (m != 1)} of this table{what} "
                     f"(q ≤ {ALPHA}: {sum(c.significant for c in cells)} of {m})")
 
-        if len(groups) == 1:
-            adjusted = over(next(iter(groups.values())))
+        if list(groups) == [FULL]:
+            adjusted = over(groups[FULL])
         else:
-            sizes = [g for g in groups if g != FULL]
-            adjusted = (over(groups.get(FULL, []), " at the model's full size")
-                        + ", and apart from them over each other size's comparisons (" + ", ".join(
-                            f"{g}: m = {len(groups[g])}" for g in sizes)
-                        + "), where raw at that size was run: the board per budget judges those against it, the "
-                          "verdict the full size")
+            sizes = sorted((g for g in groups if g != FULL), key=size_order)
+            apart = "; ".join(f"{g}: m = {len(groups[g])}, q ≤ {ALPHA}: {sum(c.significant for c in groups[g])}"
+                              for g in sizes)
+            adjusted = ((over(groups[FULL], " at the model's full size") + ", and apart from them over"
+                         if FULL in groups else "") + f" each other size's comparisons ({apart}), where raw at that "
+                        "size was run: the board per budget judges those against it, the verdict the full size").strip()
         notes.append(f"(+d)* = a significant difference from raw: paired bootstrap over the evaluation units "
                      f"(variant and raw scored on the same {_counts([d for _, s, _ in tested for d in s.designs])}), "
                      f"Benjamini-Hochberg FDR at {ALPHA:.0%} over {adjusted}; CSV gives each p and q.")
@@ -214,7 +214,7 @@ def _prepare(boot: Bootstrap, ix: Index, lines: Sequence[Line], tasks: set[str])
 
 def annotate(boot: Bootstrap, ix: Index, columns: Sequence[Sequence[Cell]], lines: Sequence[Line],
              col_tasks: Sequence[Sequence[str]], col_labels: Sequence[str], row_labels: Sequence[str],
-             means: bool = False) -> tuple[list[list[Cell]], list[str]]:
+             means: bool = False, families: Sequence[str] | None = None) -> tuple[list[list[Cell]], list[str]]:
     """The cells of a table (one list per column; ``col_tasks``: the tasks each column is computed from) with
     their uncertainty, and the notes explaining it (rows named by ``row_labels``, columns by ``col_labels``)."""
     _prepare(boot, ix, lines, {t for tasks in col_tasks for t in tasks})
@@ -225,8 +225,6 @@ def annotate(boot: Bootstrap, ix: Index, columns: Sequence[Sequence[Cell]], line
                  for c, line in zip(col, lines, strict=True)]
         out.append([c for c, _ in pairs])
         statuses.append([s for _, s in pairs])
-    present = {line.variant for line in lines}
-    families = [family(line.variant, present) for line in lines]
     adjusted = adjust(out, families)
     merged = any(line.seeds and any(col[i].value is not None for col in out) for i, line in enumerate(lines))
     return adjusted, uncertainty_notes(adjusted, statuses, row_labels, col_labels, merged, means, families)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from iso_bench.data.fit_corpus import SETTING_WORDS, TASK
 from iso_bench.report.cells import Cell, Leaderboard, Row, Table
-from iso_bench.report.sizes import FULL, family, size_of
+from iso_bench.report.sizes import FULL, size_order
 
 COMPARISON = "comparison"  # the key of the section that compares models: judged per model instead
 
@@ -120,9 +120,9 @@ def _line(j: Judgement) -> str:
 
 
 def judgements(board: Leaderboard) -> list[Judgement]:
-    """Every judged unit of ``board``: per (model, task group or task, setting), in the board's order. The variants
-    judged are those of the full size's family (:func:`.sizes.family`): one stored at another size (k dimensions,
-    int8 or binary) where raw at that size is on the board is judged per budget, against that raw (:mod:`.budget`)."""
+    """Every judged unit of ``board``: per (model, task group or task, setting), in the board's order. The rows
+    judged are those of the full size's family (``Row.family``, :func:`.sizes.family`): one stored at another size
+    (k dimensions, int8 or binary) beside raw at that size is judged per budget, against that raw (:mod:`.budget`)."""
     found: list[Judgement] = []
     for section in board.sections:
         if section.key == COMPARISON:
@@ -131,11 +131,10 @@ def judgements(board: Leaderboard) -> list[Judgement]:
             group = table.title.split(":")[0]
             for index, what in _judged(table):
                 by_setting: dict[str, list[tuple[Row, Cell]]] = {}
-                present = {row.variant for row in table.rows}
                 for row in table.rows:
                     if "benchmark=" in row.setup:  # another benchmark definition: shown, never judged
                         continue
-                    if family(row.variant, present) != FULL:  # what bytes cost: the board per budget judges it
+                    if row.family != FULL:  # what bytes cost: the board per budget judges it
                         continue
                     by_setting.setdefault(_setting(row.setup), []).append((row, row.cells[index]))
                 for setting, rows in by_setting.items():
@@ -146,17 +145,17 @@ def judgements(board: Leaderboard) -> list[Judgement]:
 
 
 def judged_apart(board: Leaderboard) -> tuple[str, ...]:
-    """The sizes (:func:`.sizes.family`: ``"int8"``, ``"128-d"``, ...) whose variants the verdict leaves to the board
-    per budget, because raw at that size is on the board; () for a board of one family (v1, v2)."""
-    found = {family(row.variant, {r.variant for r in table.rows}): size_of(row.variant) for section in board.sections
-             if section.key != COMPARISON for table in section.tables for row in table.rows}
-    return tuple(sorted((g for g in found if g != FULL), key=lambda g: found[g].order()))  # largest first
+    """The sizes (:func:`.sizes.family`: ``"int8"``, ``"128-d"``, ...) of the rows the verdict leaves to the board per
+    budget (raw at that size beside them), largest first; () where it leaves none (v1, v2)."""
+    found = {row.family for section in board.sections if section.key != COMPARISON for table in section.tables
+             if _judged(table) for row in table.rows if "benchmark=" not in row.setup and row.family != FULL}
+    return tuple(sorted(found, key=size_order))
 
 
 def apart_note(sizes: Sequence[str]) -> str:
     """The sentence that says which sizes the verdict leaves to the board per budget ("" where none)."""
-    return (f" Variants stored at another size where raw at that size is on the board ({', '.join(sizes)}) are "
-            "judged in the table per budget, against that raw, and are neither winners nor counted worse here."
+    return (f" Variants stored at another size beside raw at that size ({', '.join(sizes)}) are judged in the "
+            "table per budget, against that raw, and are neither winners nor counted worse here."
             if sizes else "")
 
 
