@@ -171,8 +171,7 @@ class _Variant(Fits):
         for a token-level variant what its pooling reads (:func:`~iso_bench.backbones.pool_replay.before_pooling`),
         then its stage. The vectors IsoScore* estimates its C0 from (:mod:`iso_bench.kinds.isotropy`): the larger
         sample, in its sentence vectors' coordinates and units."""
-        toks = [t for t in self.store.tokens(texts, task_metadata=task_metadata, prompt_type=prompt_type) if len(t)]
-        X = np.concatenate(toks, axis=0)
+        X = self._token_rows(texts, task_metadata=task_metadata, prompt_type=prompt_type)
         method = self.fitted_method(task_name)
         if self.level == "sentence":
             return whole_rows(method.transform)(X)
@@ -183,8 +182,12 @@ class _Variant(Fits):
                       prompt_type: Any = None) -> np.ndarray:
         """Post-processed token vectors of ``texts`` (special tokens excluded), all rows stacked."""
         method = self.fitted_method(task_name, "token")
-        toks = [t for t in self.store.tokens(texts, task_metadata=task_metadata, prompt_type=prompt_type) if len(t)]
-        return method.transform(np.concatenate(toks, axis=0)).astype(np.float32)
+        return method.transform(self._token_rows(texts, task_metadata=task_metadata, prompt_type=prompt_type)
+                                ).astype(np.float32)
+
+    def _token_rows(self, texts: Sequence[str], **where: Any) -> np.ndarray:
+        """The model's token vectors of ``texts`` (special tokens excluded), all rows stacked."""
+        return np.concatenate([t for t in self.store.tokens(texts, **where) if len(t)], axis=0)
 
 
 class VariantEncoder(_Variant, AbsEncoder):

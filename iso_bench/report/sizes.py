@@ -44,6 +44,7 @@ class Size:
         return (-width * {"float32": 4, "int8": 1, "binary": 1 / 8}.get(self.precision, 4), self.label)
 
 
+@functools.cache
 def size_of(spec: str) -> Size | None:
     """The size of a variant's vectors from its spec; None for a spec this iso-bench cannot build."""
     try:
@@ -69,7 +70,7 @@ def family(variant: str, present: Collection[str]) -> str:
     >>> family("truncate-256", {"raw", "truncate-256"}), family("raw-precision=int8", {"raw", "raw-precision=int8"})
     ('256-d', 'int8')
     """
-    size = _size(variant)
+    size = size_of(variant)
     return size.label if size is not None and size != Size(None) and size.reference in present else FULL
 
 
@@ -84,8 +85,3 @@ def size_order(label: str) -> tuple[float, str]:
     if first in ("int8", "binary"):
         return Size(None, first).order()
     return Size(None if first == FULL else int(first.removesuffix("-d")), rest[0] if rest else "float32").order()
-
-
-@functools.cache
-def _size(variant: str) -> Size | None:
-    return size_of(variant)

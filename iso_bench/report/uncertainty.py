@@ -170,20 +170,20 @@ def uncertainty_notes(columns: Sequence[Sequence[Cell]], statuses: Sequence[Sequ
     if tested:
         groups = {g: [c for c, _, h in tested if h == g] for g in dict.fromkeys(g for _, _, g in tested)}
 
-        def over(cells: list[Cell], what: str = "") -> str:
-            m = len(cells)
+        def over(group: list[Cell], what: str = "") -> str:
+            m = len(group)
             return (f"the m = {m} comparison{'s' * (m != 1)} of this table{what} "
-                    f"(q ≤ {ALPHA}: {sum(c.significant for c in cells)} of {m})")
+                    f"(q ≤ {ALPHA}: {sum(c.significant for c in group)} of {m})")
 
         if list(groups) == [FULL]:
             adjusted = over(groups[FULL])
         else:
-            sizes = sorted((g for g in groups if g != FULL), key=size_order)
             apart = "; ".join(f"{g}: m = {len(groups[g])}, q ≤ {ALPHA}: {sum(c.significant for c in groups[g])}"
-                              for g in sizes)
-            adjusted = ((over(groups[FULL], " at the model's full size") + ", and apart from them over"
-                         if FULL in groups else "") + f" each other size's comparisons ({apart}), where raw at that "
-                        "size was run: the board per budget judges those against it, the verdict the full size").strip()
+                              for g in sorted((g for g in groups if g != FULL), key=size_order))
+            adjusted = (f"each other size's comparisons ({apart}), where raw at that size was run: the board per "
+                        "budget judges those against it, the verdict the full size")
+            if FULL in groups:
+                adjusted = over(groups[FULL], " at the model's full size") + ", and apart from them over " + adjusted
         notes.append(f"(+d)* = a significant difference from raw: paired bootstrap over the evaluation units "
                      f"(variant and raw scored on the same {_counts([d for _, s, _ in tested for d in s.designs])}), "
                      f"Benjamini-Hochberg FDR at {ALPHA:.0%} over {adjusted}; CSV gives each p and q.")
