@@ -12,6 +12,7 @@ import pytest
 from iso_bench.methods import make_method, method_names
 from iso_bench.report import read_results
 from iso_bench.report.provenance import provenance
+from iso_bench.results.failures import record_failure
 from iso_bench.vectors.fit_cache import learned_summary
 from tests.conftest import LEADERBOARDS
 from tests.report_helpers import write_result
@@ -45,6 +46,21 @@ def test_each_method_names_only_the_fields_it_has(tmp_path: Path, name: str) -> 
     assert "?" not in line, line
     said = SAID.get(name, "")
     assert line.endswith(f"seed 0{said}") if name != "raw" else line == "raw: nothing fitted", line
+
+
+def test_a_failed_evaluation_adds_nothing_unknown_to_the_provenance(tmp_path: Path) -> None:
+    """A failure recorded beside the results (``<task>.failed``, the isotropy diagnostic of a static encoder's
+    cluster-pca) shows as – with its reason; the provenance lists the results' own records and no "not recorded"."""
+    write_result(tmp_path, "org/m", "raw", "STS12", 0.7)
+    folder = next((tmp_path / "results").glob("org__m+raw/*"))
+    record_failure(folder.parent.parent / "org__m+whiten" / folder.name / "STS12.json", "org/m+whiten", "STS12",
+                   "average_cosine: 3 zero vectors have no direction")
+    results = read_results(tmp_path)
+    assert len(results) == 2 and sum("failed" in r.record for r in results) == 1
+    lines = [value for _, values in provenance(results) for value in values]
+    assert lines == [value for _, values in provenance(results[:1] if "failed" in results[1].record else
+                                                       results[1:]) for value in values]
+    assert not [line for line in lines if "not recorded" in line or "?" in line], lines
 
 
 def test_the_published_provenance_has_no_unknown_field() -> None:

@@ -21,7 +21,9 @@ NOT_RECORDED = "not recorded"
 
 
 def provenance(results: Sequence[Result]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """What makes the numbers of ``results`` citable, as ``(field, sorted values)`` pairs."""
+    """What makes the numbers of ``results`` citable, as ``(field, sorted values)`` pairs. A failed evaluation
+    (``<task>.failed``: no number, its reason in the table's notes) records no provenance and is left out."""
+    results = [r for r in results if "failed" not in r.record]
     recs = [r.record for r in results]
     envs = [rec["environment"] if isinstance(rec.get("environment"), dict) else {} for rec in recs]
     days = sorted({r.date for r in results if r.date})
