@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -42,7 +43,7 @@ from iso_bench.grid.grid import run_grid
 from iso_bench.grid.plan import reproduce_command
 from iso_bench.grid.report import print_grid, print_run, print_stopped
 from iso_bench.grid.runner import RunConfig, RunStopped, run
-from iso_bench.grid.tasks import describe_benchmarks
+from iso_bench.grid.tasks import describe_benchmarks, kept_tasks
 from iso_bench.kernels import MODE_ENV, MODES, kernel_mode, pin_kernels
 from iso_bench.kinds.cards import describe_tasks
 from iso_bench.methods.listing import describe_methods
@@ -152,6 +153,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--tasks", nargs="+", default=["mteb-sts"], metavar="NAME",
                      help="task, suite or mteb benchmark names, e.g. STS16 mteb-sts 'MTEB(eng, v2)' (default: "
                      "mteb-sts); see `iso-bench list`")
+    run.add_argument("--skip-tasks", nargs="+", default=[], metavar="NAME",
+                     help="tasks of --tasks to leave out of this run (e.g. the slowest, for a later run); the command "
+                          "recorded with the results is the whole run's, without it, which a later run completes")
     run.add_argument("--results", default="results",
                      help="results folder, readable by mteb.ResultCache (default: ./results)")
     run.add_argument("--data-dir", help="data directory: a hub mirror <dir>/<org>/<name>/ and the datasets' "
@@ -277,6 +281,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         command=reproduce_command(args, args.model[0]), kernels=kernel_mode(args.kernels),
     )
     check_seeds([args.seed, *(args.seeds or ())], "--seeds" if args.seeds else "--seed")
+    if args.skip_tasks:
+        cfg = dataclasses.replace(cfg, task_refs=kept_tasks(args.tasks, args.skip_tasks))
     results, existed = Path(args.results).expanduser(), Path(args.results).expanduser().exists()
     try:
         if len(args.model) > 1 or args.engine != "local" or args.dry_run:

@@ -52,6 +52,26 @@ def resolve(names: list[str] | tuple[str, ...]) -> list[TaskRef]:
     return list(seen.values())
 
 
+def kept_tasks(names: list[str] | tuple[str, ...], skipped: list[str] | tuple[str, ...]) -> list[TaskRef]:
+    """The tasks ``names`` stand for (:func:`resolve`) without those named in ``skipped`` (``--skip-tasks``: each
+    must be one of them, by its task name; some task must be left).
+
+    >>> [ref.name for ref in kept_tasks(["mteb-sts"], ["SICK-R", "STS12"])][:2]  # doctest: +SKIP
+    ['STS13', 'STS14']
+    """
+    refs = resolve(names)
+    known = [ref.name for ref in refs]
+    for name in skipped:
+        if name not in known:
+            raise UnknownNameError(f"--skip-tasks {name!r}: not a task of --tasks {' '.join(names)} "
+                                   f"({', '.join(known)}); give the name of one of them")
+    kept = [ref for ref in refs if ref.name not in skipped]
+    if not kept:
+        raise UnknownNameError(f"--skip-tasks leaves none of the tasks of --tasks {' '.join(names)} to run; skip "
+                               f"fewer, or run without --skip-tasks")
+    return kept
+
+
 def build_task(ref: TaskRef) -> Any:
     """The mteb task object of ``ref`` (no data loaded): the benchmark's own where it came from one."""
     if ref.benchmark is not None:
