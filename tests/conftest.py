@@ -14,7 +14,8 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SHARED_DATA = Path(os.environ.get("ISO_BENCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 HUB_MIRROR = SHARED_DATA / "hub"
 LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"  # the published board: iso-bench v2's
-PUBLISHED_RESULTS = LEADERBOARDS / "v2"  # its results folder (results/<model>/...)
+PUBLISHED_RESULTS = LEADERBOARDS / "v2"  # its results folder (results/<model>/...): result files only, see below
+V2_UNITS_COMMIT = "e3ed15d9b9b422fd6cad2d543254d9cd9f7a7fac"  # the commit (tag iso-bench-v2) with v2's units files
 V1_BOARD = LEADERBOARDS / "v1"  # iso-bench v1's board and results, kept readable
 
 WORDS = ("the a cat dog sat on mat bank river money deposit play played playing guitar piano man woman "
@@ -46,11 +47,39 @@ def small_mirror(root: Path, folders, pairs: int) -> Path:
 
 
 @pytest.fixture(scope="session")
-def published_board():
-    """The published board, built once from the committed v2 results (every interval and paired test)."""
+def v2_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """v2's results folder as it was published, units files included. The working tree keeps v2's result files but
+    not its units files (``*.instances.npz``), which lie at :data:`V2_UNITS_COMMIT`: this is ``git archive`` of that
+    commit's folder. Skips in a checkout without that commit (a shallow clone) or without git."""
+    import io
+    import shutil
+    import subprocess
+    import tarfile
+
+    git = ["git", "-C", str(LEADERBOARDS.parent)]
+    if shutil.which("git") is None or subprocess.run([*git, "cat-file", "-e", f"{V2_UNITS_COMMIT}^{{commit}}"],
+                                                     capture_output=True).returncode:
+        pytest.skip(f"commit {V2_UNITS_COMMIT[:12]} (v2's units files) is not in this checkout: fetch the full history")
+    archive = subprocess.run([*git, "archive", V2_UNITS_COMMIT, "leaderboards/v2/results"], capture_output=True,
+                             check=True).stdout
+    out = tmp_path_factory.mktemp("v2")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(out, filter="data")
+    return out / "leaderboards" / "v2"
+
+
+@pytest.fixture(scope="session")
+def published_results(v2_results: Path) -> Path:
+    """The published board's results folder with its units files: v2's, from :data:`V2_UNITS_COMMIT`."""
+    return v2_results
+
+
+@pytest.fixture(scope="session")
+def published_board(published_results: Path):
+    """The published board, built once from its results (every interval and paired test)."""
     from iso_bench.report import build_leaderboard, read_results
 
-    return build_leaderboard(read_results(PUBLISHED_RESULTS))
+    return build_leaderboard(read_results(published_results))
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,21 @@ def test_a_changed_units_file_is_still_described_as_a_changed_units_file(edited:
     notes = [line for line in markdown.splitlines() if line.startswith("- † = modified")]
     assert any("units file no longer matches the sha256" in n and "whiten" in n and "center" not in n for n in notes)
     assert any("main score is not the one" in n and "center" in n and "whiten" not in n for n in notes)
+
+
+def test_a_missing_units_file_is_refused_naming_it_and_no_ci_renders_the_scores(tmp_path: Path) -> None:
+    """A folder copied without one of its units files: the board refuses it, naming the file and how many more are
+    missing, never renders that result without interval; ``ci=False`` renders every score without reading any."""
+    from iso_bench.report.board import LeaderboardError
+
+    for variant, scale in (("raw", 1.0), ("whiten", 0.5), ("center", 1.0)):
+        write_scored(tmp_path, "org/alpha", variant, "STS12", sts_units(N, scale, variant != "raw", 1))
+    gone = sorted((tmp_path / "results").glob("org__alpha+[cw]*/*/STS12.instances.npz"))
+    assert len(gone) == 2
+    for npz in gone:
+        npz.unlink()
+    with pytest.raises(LeaderboardError, match=rf"^{re.escape(str(gone[0]))}: the units file that .*STS12.json records "
+                                               r"is missing \(and those of 1 more result\).*--no-ci"):
+        build_leaderboard(read_results(tmp_path))
+    board = build_leaderboard(read_results(tmp_path), ci=False)
+    assert "| center " in render_markdown(board) and board.n_files == 3

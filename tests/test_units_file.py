@@ -12,7 +12,6 @@ import pytest
 
 from iso_bench.results.result_files import InstancesError
 from iso_bench.results.units_file import load_units, pack, unpack, write_units_file
-from tests.conftest import LEADERBOARDS
 
 KEY = "test/default/units"
 
@@ -77,13 +76,11 @@ def test_the_reader_gives_the_same_units_from_a_packed_file_and_refuses_a_garble
         load_units(tmp_path / "STS12.json", record)
 
 
-def test_published_units_pack_to_the_bytes_derived_by_hand_and_back() -> None:
+def test_published_units_pack_to_the_bytes_derived_by_hand_and_back(v2_results: Path) -> None:
     """A v2 units file of all-MiniLM-L6-v2 on SICK-R (MTEB's STS: float32 cosines, gold in a few hundred values):
     packed, 4 bytes a cosine and 1 a gold score plus the gold's distinct values, and the same float64 back."""
-    found = sorted((LEADERBOARDS / "v2" / "results").glob(
-        "sentence-transformers__all-MiniLM-L6-v2+raw/*/SICK-R.instances.npz"))
-    if not found:
-        pytest.skip("the v2 results are not in this checkout")
+    found = sorted((v2_results / "results").glob("sentence-transformers__all-MiniLM-L6-v2+raw/*/SICK-R.instances.npz"))
+    assert len(found) == 1
     with np.load(found[0]) as stored:
         units = stored[KEY]
     packed = pack(KEY, units)

@@ -6,11 +6,12 @@ A score entry's ``iso_bench`` record names its units: ``"instances": {"file", "s
 ``"interval": {"estimate", "low", "high", "level", "n_resamples", "seed", "method", "n_undefined"}``. The
 file (``np.savez``, no pickle) holds per group ``<split>/<subset>``: ``units`` (n rows), ``statistic`` and,
 for ``wmean``, ``strata``. Its bytes must match the recorded SHA-256: a units file changed after its run is
-refused like a changed result (:class:`UnitsStore`), or marked † with ``accept_modified``.
+refused like a changed result (:class:`UnitsStore`), or marked † with ``accept_modified``. A units file that a
+record names but that is not beside its result (a folder copied without them) is refused too: the board's
+intervals, paired tests and verdict need it (``ci=False`` renders the scores alone).
 
 A result's units are one :class:`Sample` per subset entry of its split, or the reason there are none (a
-string: not written by an iso-bench variant, written before intervals were recorded, no units kept and why,
-the file missing).
+string: not written by an iso-bench variant, written before intervals were recorded, no units kept and why).
 
 >>> store = UnitsStore()                                          # doctest: +SKIP
 >>> results = store.verify(read_results("results"))               # doctest: +SKIP
@@ -116,6 +117,7 @@ class UnitsStore:
     def __init__(self) -> None:
         self._files: dict[Path, tuple[bytes, str]] = {}
         self._samples: dict[str, list[Sample] | str] = {}
+        self._missing: dict[str, Path] = {}  # result file -> the units file it records, not beside it
 
     def verify(self, results: Sequence[Result], accept_modified: bool = False) -> list[Result]:
         """``results``, every units file read and checked against the SHA-256 in its record.
@@ -131,6 +133,15 @@ class UnitsStore:
                 changed.append((bad, r))
             out.append(dataclasses.replace(r, units_check=MODIFIED, units_why=UNITS_CHANGED if bad[1] is None
                                            else SCORE_CHANGED) if bad else r)
+        missing = [(self._missing[r.file], r) for r in results if r.file in self._missing]
+        if missing:
+            (path, r), more = missing[0], len(missing) - 1
+            also = f" (and those of {more} more result{'s' * (more > 1)})" if more else ""
+            raise LeaderboardError(
+                f"{path}: the units file that {r.path or r.file} records is missing{also}; a board's intervals and "
+                "paired tests are computed from them. Put the results' units files (<task>.instances.npz) back "
+                "beside them, or pass --no-ci (ci=False) to render the scores alone, without intervals, paired tests "
+                "or verdict")
         if changed and not accept_modified:
             ((path, why), r), more = changed[0], [str(p) for (p, _), _ in changed[1:]]
             also = f" (and {len(more)} more: {', '.join(more[:5])}{', ...' * (len(more) > 5)})" if more else ""
@@ -189,6 +200,7 @@ class UnitsStore:
             raise LeaderboardError(f"{result.path or result.file}: malformed instances record (file {name!r})")
         path = base / name
         if not path.is_file():
+            self._missing[result.file] = path
             return f"its units file {name} is missing"
         if path not in self._files:
             data = path.read_bytes()
