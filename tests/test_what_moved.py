@@ -83,3 +83,15 @@ def test_two_folders_are_matched_result_by_result(tmp_path: Path, capsys) -> Non
     capsys.readouterr()
     what_moved.main([str(tmp_path / "old"), str(tmp_path / "new")])
     assert "| local__static-all-MiniLM-L6-v2 | rows: the static encoder's folder | 1 |" in capsys.readouterr().out
+
+
+def test_a_missing_units_file_stops_the_comparison_naming_it(tmp_path: Path) -> None:
+    """A folder without the units files its results record (v2's working tree) is refused, never compared as
+    'units not the same'."""
+    found = sorted((LEADERBOARDS / "v3" / "results").glob("local__static-all-MiniLM-L6-v2+raw/*/STS12-SentEval.json"))
+    folder = tmp_path / "old" / "results" / found[0].parent.parent.name / found[0].parent.name
+    folder.mkdir(parents=True)
+    shutil.copy(found[0], folder / found[0].name)  # the result file alone
+    with pytest.raises(SystemExit, match=r"STS12-SentEval.instances.npz: the units file that .* is missing\. .*"
+                                         r"git restore --source=iso-bench-v2"):
+        what_moved.scores(tmp_path / "old")
