@@ -35,7 +35,7 @@ def scores(folder: Path) -> dict[tuple[str, str, str, str, str, str], tuple[floa
     """``(model, spec, setup, task, split, subset) -> (main score, units or None, task type)`` of every result
     under ``folder/results``. A units file that a result records but that is not beside it stops the comparison,
     named (``same_units`` would say False for units that were never looked at): v2's are restored from a tag."""
-    out, missing = {}, []
+    out, missing = {}, {}  # missing: result file -> the units file it records
     for path in sorted((folder / "results").glob("*/*/**/*.json")):
         if path.name == "model_meta.json":
             continue
@@ -44,22 +44,20 @@ def scores(folder: Path) -> dict[tuple[str, str, str, str, str, str], tuple[floa
         setup = parts[3].replace(TOKEN_SETUP, "") if len(parts) > 4 and parts[2] == "experiments" else "-"
         data = json.loads(path.read_text(encoding="utf-8"))
         npz = path.with_name(path.stem + ".instances.npz")
-        if not npz.is_file() and any((e.get("iso_bench") or {}).get("instances", {}).get("file")
-                                     for entries in data["scores"].values() for e in entries):
-            missing.append((npz, path))
-            continue
         with np.load(npz) if npz.is_file() else contextlib.nullcontext() as stored:
             for split, entries in data["scores"].items():
                 for entry in entries:
                     record = entry.get("iso_bench", {}).get("instances") or {}
                     units = None
+                    if stored is None and record.get("file"):
+                        missing.setdefault(path, npz)
                     if stored is not None and record.get("file") and record.get("key"):
                         units = unpack(stored, f"{record['key']}/units")
                     kind = (entry.get("iso_bench") or {}).get("task_type") or ""
                     out[(model, spec, setup, data["task_name"], split, entry.get("hf_subset", "default"))] = (
                         float(entry["main_score"]), units, kind)
     if missing:
-        (npz, path), more = missing[0], len(missing) - 1
+        (path, npz), more = next(iter(missing.items())), len(missing) - 1
         sys.exit(f"what_moved.py: error: {npz}: the units file that {path} records is missing"
                  f"{f' (and {more} more)' if more else ''}. Put the units files back beside their results (v2's: "
                  "git restore --source=iso-bench-v2 leaderboards/v2/results, leaderboards/README.md)")

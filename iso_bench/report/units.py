@@ -11,7 +11,8 @@ record names but that is not beside its result (a folder copied without them) is
 intervals, paired tests and verdict need it (``ci=False`` renders the scores alone).
 
 A result's units are one :class:`Sample` per subset entry of its split, or the reason there are none (a
-string: not written by an iso-bench variant, written before intervals were recorded, no units kept and why).
+string: not written by an iso-bench variant, written before intervals were recorded, no units kept and why, or,
+where :meth:`UnitsStore.verify` was not called first, the file missing).
 
 >>> store = UnitsStore()                                          # doctest: +SKIP
 >>> results = store.verify(read_results("results"))               # doctest: +SKIP
