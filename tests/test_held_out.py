@@ -65,6 +65,22 @@ def test_the_held_out_setting_fits_on_the_training_split_else_on_semcor_held_out
         CorpusProvider("train", tasks)("STS12")
 
 
+def test_the_encode_pass_names_a_fit_corpus_by_itself_not_by_its_task() -> None:
+    """A held-out fit corpus is encoded under its own name: the bar of SemCor's sentences does not say STS12."""
+    from iso_bench.grid.runner import _encode_all
+
+    semcor = _TrainedTask("WSD-ALL", ["x"], ["The jury said .", "It rained ."])
+    sts = _Task("STS12", ["a man is playing a guitar"])
+    provider = CorpusProvider("held-out", {"WSD-ALL": semcor, "STS12": sts}, held_out_sources={"STS12": "semcor"})
+    seen: list[tuple[str, list[str]]] = []
+    store = types.SimpleNamespace(note_task_size=lambda name, n: seen.append((name, n)),
+                                  ensure=lambda texts, desc, **_: seen.append((desc, list(texts))))
+    _encode_all(store, [sts], provider)
+    assert seen == [("STS12", 3), ("encoding STS12", ["a man is playing a guitar"]),
+                    ("encoding STS12's fit corpus: semcor (the training split of WSD-ALL)",
+                     ["The jury said .", "It rained ."])]
+
+
 def test_a_file_corpus_loses_the_texts_the_task_evaluates(tmp_path: Path) -> None:
     corpus_file = tmp_path / "corpus.txt"
     corpus_file.write_text("A man is playing a guitar .\nthe sky is blue\nA dog runs!\nthe sky is blue\nnew text\n")
