@@ -36,6 +36,28 @@ def test_equal_length_batches_never_mix_lengths_and_hold_each_text_once() -> Non
         plan_batches(lengths, 3, "sorted")
 
 
+def test_a_chunk_of_long_texts_closes_at_its_token_rows_and_the_chunks_hold_the_plans_rows() -> None:
+    """A shard holds ``chunk`` texts or ``chunk`` x CHUNK_ROWS_PER_TEXT token rows, whichever comes first (five
+    300-token texts do not wait for a fourth), and the chunks together are the plan's rows, each once."""
+    from iso_bench.backbones.base import CHUNK_ROWS_PER_TEXT, stream_batches
+
+    lengths = [300] * 5 + [10] * 10
+    batches = plan_batches(lengths, 2)
+    seen: list[list[int]] = []
+
+    def encode_batch(run: list[int]) -> dict[str, list[float]]:
+        seen.append(run)
+        return {"sentence": [float(i) for i in run]}
+
+    chunks = list(stream_batches(batches, ["sentence"], encode_batch, "", False, lengths, chunk=4))
+    assert 4 * CHUNK_ROWS_PER_TEXT < 2 * 300
+    assert [idx for idx, _ in chunks] == [[0, 1], [2, 3], [4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14]]
+    assert [r for _, rows in chunks for r in rows["sentence"]] == [float(i) for i in range(15)]
+    assert seen[2] == [4]  # a 300-token text fills a pass alone (MIN_ROWS)
+    by_count = list(stream_batches(batches, ["sentence"], encode_batch, "", False, None, chunk=4))  # lengths unknown
+    assert [idx for idx, _ in by_count] == [[0, 1, 2, 3], [4, 5, 6, 7, 8], [9, 10, 11, 12], [13, 14]]
+
+
 def _vectors(backbone, texts: list[str], batch_size: int) -> np.ndarray:
     return np.stack(backbone.encode(texts, kinds=("sentence",), batch_size=batch_size, progress=False)["sentence"])
 
