@@ -78,7 +78,7 @@ except ImportError:  # Windows: no advisory file locks, see EmbeddingStore._enco
 logger = logging.getLogger(__name__)
 
 DEFAULT_CACHE_ENV = "ISO_BENCH_CACHE"
-FLUSH_EVERY = 2048  # texts encoded between two shard writes: a crash loses at most this much work
+FLUSH_EVERY = 2048  # texts between two shard writes (fewer long ones: CHUNK_ROWS_PER_TEXT): a crash loses at most this
 RECENT = 4  # sentence matrices kept for the next variant (a task's two columns, queries and documents)
 RECENT_BYTES = 1 << 26  # and at most this many bytes of them (64 MiB): a large corpus is read per request
 LOCK_NAME = "encode.lock"  # in each namespace folder: held while a chunk is encoded and its shards written
@@ -127,7 +127,7 @@ class EmbeddingStore(EncodeMissing):
         batch_size: texts per forward pass.
         progress: show progress bars.
         flush_every: texts encoded between two shard writes (and between two turns of the namespace
-            lock when several processes share the cache).
+            lock when several processes share the cache); long texts close one sooner (``CHUNK_ROWS_PER_TEXT``).
         token_cache_texts: the largest task (in texts) whose token vectors are kept on disk
             (:data:`TOKEN_CACHE_TEXTS`); see :meth:`note_task_size`.
     """
