@@ -106,6 +106,13 @@ def _every_third_pair(root: Path) -> Path:
     return root
 
 
+def _units(path: Path) -> list[np.ndarray]:
+    """Every group's per-pair units in a units file, as float64, in the groups' sorted order."""
+    with np.load(path) as units:
+        groups = sorted({k.split("/units")[0] for k in units.files if "/units" in k})
+        return [unpack(units, f"{key}/units") for key in groups]
+
+
 def _outcome(results: Path) -> dict[tuple[str, str], tuple[float, str, bytes]]:
     """Per (variant folder, task): the main score, its recorded interval and the bytes of the per-pair units it is
     computed from."""
@@ -115,9 +122,7 @@ def _outcome(results: Path) -> dict[tuple[str, str], tuple[float, str, bytes]]:
             continue
         data = json.loads(path.read_text())
         entry = data["scores"]["test"][0]
-        with np.load(path.with_name(path.stem + ".instances.npz")) as units:  # every group's units, as float64
-            groups = sorted({k.split("/units")[0] for k in units.files if "/units" in k})
-            arrays = b"".join(unpack(units, f"{key}/units").tobytes() for key in groups)
+        arrays = b"".join(a.tobytes() for a in _units(path.with_name(path.stem + ".instances.npz")))
         assert arrays, path  # every result here keeps its units
         interval = json.dumps(entry["iso_bench"]["interval"], sort_keys=True)
         out[(path.relative_to(results).parts[1], data["task_name"])] = (entry["main_score"], interval, arrays)
@@ -159,9 +164,7 @@ def runs(tmp_path_factory, hub_mirror, minilm_backbone) -> dict[str, dict]:
     }
     for task in TASKS:  # each scored on the 460 pairs
         (path,) = (tmp / "a").glob(f"results/*+raw/*/**/{task}.instances.npz")
-        with np.load(path) as units:
-            groups = {k.split("/units")[0] for k in units.files if "/units" in k}
-            assert groups and {unpack(units, f"{g}/units").shape[0] for g in groups} == {460}, task
+        assert {a.shape[0] for a in _units(path)} == {460}, task
     return runs
 
 
