@@ -111,6 +111,16 @@ def default_threads() -> int:
     return max(1, cpus - busy)
 
 
+def cpu_threads() -> int:
+    """Threads for iso-bench's own CPU work beside torch (the leaderboard's resampling): ``$ISO_BENCH_THREADS``
+    if set, else the CPUs this process may run on (at most 8). Its work is split into independent parts, so
+    the numbers are the same on any count."""
+    env = os.environ.get(THREADS_ENV)
+    if env:
+        return _threads_value(env, THREADS_ENV)
+    return min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
 def _threads_value(text: str, name: str) -> int:
     try:
         value = int(text)

@@ -13,6 +13,7 @@ from iso_bench.checks import (
     check_device,
     check_methods,
     check_results_dir,
+    cpu_threads,
     default_threads,
     output_dims,
     set_threads,
@@ -124,6 +125,21 @@ def test_threads_are_set_and_default_to_the_idle_cpus(monkeypatch: pytest.Monkey
         assert default_threads() == 1  # never below one
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_boards_threads_are_the_variables_or_the_cpus_at_most_eight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leaderboard's resampling ignores the load (its parts are independent; torch's threads wait for each
+    other), so a busy machine still gets one thread a CPU, capped at 8; $ISO_BENCH_THREADS decides, checked."""
+    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 0.0, 0.0))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert cpu_threads() == 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert cpu_threads() == 8
+    monkeypatch.setenv("ISO_BENCH_THREADS", "12")
+    assert cpu_threads() == 12
+    monkeypatch.setenv("ISO_BENCH_THREADS", "two")
+    with pytest.raises(InputError, match="ISO_BENCH_THREADS='two': not a whole number of threads"):
+        cpu_threads()
 
 
 # ---- method specs against the encoder's dimension ------------------------------------------------------

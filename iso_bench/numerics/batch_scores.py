@@ -1,12 +1,14 @@
 """The statistics of :mod:`iso_bench.numerics.stats`, each scored on a batch of resamples at once: an index matrix
 ``(B, n)`` of drawn units in, ``B`` scores out, in blocks of bounded memory. Spearman's ranks are computed by
-counting, never sorting a resample, and the ranks of a task's gold column are kept for the next variant.
+counting, never sorting a resample, and the ranks of a task's gold column are kept for the next variant; a
+prediction's ranks and sums take one compiled pass over each resample (numba, compiled on first use).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -89,27 +91,107 @@ def spearman(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return spearman_together([units[:, 0]], units[:, 1], idx)[0]
 
 
-def spearman_together(predictions: list[np.ndarray], gold: np.ndarray, idx: np.ndarray) -> np.ndarray:
+def spearman_together(predictions: list[np.ndarray], gold: np.ndarray, idx: np.ndarray,
+                      threads: int = 1) -> np.ndarray:
     """``(len(predictions), B)``: the Spearman correlation of each prediction column with ``gold`` on each
     resample of ``idx`` (NaN where a column is constant): each row the numbers :func:`spearman` gives alone.
+    ``threads``: how many threads share each block's resamples (each its own rows: the same numbers on any count).
 
     A resample is read as the multiplicity of each unit, so a prediction's ranks take one sort order of the full
-    sample, a cumulative sum and two gathers per resample. The multiplicities and the gold's ranks are computed
-    once for a task's variants (:func:`_gold_terms`). Every sum is of integers below 2**53 (below about 300,000
-    units), hence exact whatever its order: the numbers do not depend on how the resamples are blocked or which
-    variants are drawn together.
+    sample and one pass over each resample in that order (:func:`_rho_rows`). The multiplicities and the gold's
+    ranks are computed once for a task's variants (:func:`_gold_terms`). Every sum is of integers, in int64 (exact
+    below about 2 million units), and each is rounded once to float64: the numbers do not depend on how the
+    resamples are blocked, which variants are drawn together, or the CPU.
     """
-    rankers = [_ranker(np.asarray(p)) for p in predictions]
+    runs = [_runs(np.asarray(p)) for p in predictions]
     out = np.empty((len(predictions), idx.shape[0]))
+    rho_rows = _kernel()
     for start, (weights, wy, vy) in _gold_terms(gold, idx):
-        for k, ranker in enumerate(rankers):
-            rx = _centred_ranks(weights, ranker).astype(np.float64)
-            vx = np.einsum("ij,ij->i", weights * rx, rx)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                rho = np.einsum("ij,ij->i", wy, rx) / np.sqrt(vx * vy)
-            rho[(vx == 0) | (vy == 0)] = np.nan
-            out[k, start:start + weights.shape[0]] = np.clip(rho, -1.0, 1.0)
+        b = weights.shape[0]
+        parts = max(1, min(threads, weights.size // _PARALLEL_ELEMENTS))
+        cuts = [b * t // parts for t in range(parts + 1)]
+        for k, (order, ends) in enumerate(runs):
+            row = out[k, start:start + b]
+            calls = [(weights[i:j], wy[i:j], vy[i:j], order, ends, row[i:j])
+                     for i, j in zip(cuts[:-1], cuts[1:], strict=True)]
+            if parts == 1:
+                rho_rows(*calls[0])
+            else:
+                list(_pool(parts).map(lambda args: rho_rows(*args), calls))
     return out
+
+
+_PARALLEL_ELEMENTS = 1 << 16
+"""A block of resamples is split among threads only where each gets at least this many drawn units."""
+_POOL: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A pool of ``threads`` threads, made once (the compiled pass releases the GIL)."""
+    if threads not in _POOL:
+        _POOL[threads] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="iso-bench-spearman")
+    return _POOL[threads]
+
+
+def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sort order of ``values`` and the end (exclusive) of each run of equal values in it: a unit's rank in
+    any resample is the count drawn below its run plus half its run's count drawn (:func:`_rho_rows`)."""
+    order = np.argsort(values, kind="stable")
+    ends = np.flatnonzero(np.r_[values[order][1:] != values[order][:-1], True]) + 1
+    return order.astype(np.int64), ends.astype(np.int64)
+
+
+def _rho_rows_py(weights: np.ndarray, wy: np.ndarray, vy: np.ndarray, order: np.ndarray, ends: np.ndarray,
+                 out: np.ndarray) -> None:
+    """Spearman's rho of a prediction with the gold on each resample row of ``weights`` (each unit's multiplicity)
+    into ``out``: per run of equal predictions in sort order, its units' centred rank r = 2 x (average rank -
+    (n + 1) / 2) = (count drawn below the run) + (count drawn up to its end) - n; then sum(w r r) and
+    sum(wy r) (``wy``: multiplicity x the gold's centred rank) in int64, in one pass, and rho = sum(wy r) /
+    sqrt(sum(w r r) x ``vy``), NaN where either sum of squares is 0, clipped to [-1, 1]."""
+    n = weights.shape[1]
+    runs = ends if ends.size < n else ends[:0]  # without ties (one unit a run), one pass below
+    for i in range(weights.shape[0]):
+        w = weights[i]
+        y = wy[i]
+        below = 0
+        vx = 0
+        cov = 0
+        begin = 0
+        if runs.size == 0:
+            for j in range(n):
+                drawn = np.int64(w[order[j]])
+                r = 2 * below + drawn - n
+                below += drawn
+                vx += drawn * r * r
+                cov += np.int64(y[order[j]]) * r
+        for end in runs:  # a run's units share r: sum(w r r) = r r sum(w), sum(wy r) = r sum(wy)
+            drawn = 0
+            gold = 0
+            for j in range(begin, end):
+                drawn += np.int64(w[order[j]])
+                gold += np.int64(y[order[j]])
+            r = 2 * below + drawn - n
+            below += drawn
+            vx += drawn * r * r
+            cov += gold * r
+            begin = end
+        if vx == 0 or vy[i] == 0:
+            out[i] = np.nan
+        else:
+            out[i] = min(max(np.float64(cov) / np.sqrt(np.float64(vx) * vy[i]), -1.0), 1.0)
+
+
+_COMPILED: list[Callable[..., None]] = []
+
+
+def _kernel() -> Callable[..., None]:
+    """:func:`_rho_rows_py` compiled by numba (imported and compiled on first use, so that runs which score no
+    resample never load it): integer sums and IEEE float64 division and square root, no fast-math."""
+    if not _COMPILED:
+        from numba import njit
+
+        _COMPILED.append(njit(nogil=True, boundscheck=False)(_rho_rows_py))
+    return _COMPILED[0]
 
 
 _GOLD: list[dict[str, Any]] = []

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from iso_bench.checks import cpu_threads
 from iso_bench.numerics import batch_scores, stats
 from iso_bench.numerics.batch_scores import spearman_together
 from iso_bench.report.units import Design, Sample, UnitsStore, design_of, misaligned
@@ -50,8 +51,9 @@ class Bootstrap:
     """Resampled scores of results, each result's drawn once per design; index matrices shared by size and
     design (the last few kept)."""
 
-    def __init__(self, store: UnitsStore) -> None:
+    def __init__(self, store: UnitsStore, threads: int | None = None) -> None:
         self.store = store
+        self.threads = cpu_threads() if threads is None else threads  # for the Spearman scores drawn together
         self._indices: dict[tuple[int, int, int, bytes], np.ndarray] = {}
         self._draws: dict[tuple[str, Design], Draws | str] = {}
 
@@ -107,7 +109,7 @@ class Bootstrap:
 
     def _spearman_together(self, members: Sequence[tuple[Result, Sample]], design: Design) -> None:
         idx = self.indices(members[0][1], design)
-        out = spearman_together([s.units[:, 0] for _, s in members], members[0][1].units[:, 1], idx)
+        out = spearman_together([s.units[:, 0] for _, s in members], members[0][1].units[:, 1], idx, self.threads)
         for (r, _), row in zip(members, out, strict=True):
             self._draws[(r.file, design)] = row
 
@@ -123,7 +125,7 @@ class Bootstrap:
         try:
             for part, drawn in batch_scores.strata_draws(first.strata, first.n, idx):
                 total += part.size * spearman_together([m.units[part, 0] for _, m in members], first.units[part, 1],
-                                                       drawn)
+                                                       drawn, self.threads)
         except stats.StatsError:  # refused before any stratum is scored
             return
         for (r, _), row in zip(members, total / first.n, strict=True):
