@@ -77,6 +77,29 @@ def test_the_leaderboard_writes_the_budget_table_and_its_picture(folder: Path, t
     assert (tmp_path / "board-budget-org__alpha.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_budget_picture_draws_every_point_raw_at_each_size_in_black(folder: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each size's points at its bytes: raw at that size as black squares, every other variant in orange."""
+    from matplotlib.figure import Figure
+
+    from iso_bench.report.budget import write_budget_plots
+
+    drawn: list[tuple[str, float, float]] = []
+
+    def record(fig: Figure, *args, **kwargs) -> None:
+        for ax in fig.axes:
+            for collection in ax.collections:
+                colour = "black" if tuple(collection.get_facecolor()[0][:3]) == (0.0, 0.0, 0.0) else "other"
+                drawn.extend((colour, x, y) for x, y in collection.get_offsets().tolist())
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    lines = budgets(read_results(folder))
+    write_budget_plots(lines, tmp_path, "board")
+    expected = [("black" if v == b.size.reference else "other", float(b.bytes), s) for b in lines for v, s in b.points]
+    assert sorted(drawn) == sorted(expected) and len(expected) == 8
+    assert ("black", 512.0, _score("truncate-128")) in drawn and ("other", 256.0, _score("pca-64")) in drawn
+
+
 def test_the_html_and_latex_boards_carry_the_same_table_beside_them(folder: Path, tmp_path: Path) -> None:
     """The table per budget beside the web page and the LaTeX document, with the markdown table's values: the
     binary size's best variant, its score and raw's at that size; none beside a board of one size."""
