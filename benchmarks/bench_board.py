@@ -5,11 +5,11 @@ is scored by Spearman's rho (:func:`iso_bench.numerics.batch_scores.spearman_tog
 in one process:
 
 1. ``spearman_together`` on synthetic STS-like tasks (the seven MTEB STS test sizes, gold rounded to 0.2 as STS's,
-   10 variants a task): the array formula it replaced (:func:`_array_formula` below: a gather, a cumulative sum and
-   two more gathers per resample, in numpy) against the compiled pass at 1 thread and at ``--threads``; each
-   checked to give the same bits.
-2. With ``--results DIR``: the board built from that folder (every interval and paired test) at 1 thread and at
-   ``--threads``, and with the array formula in place of the compiled pass.
+   10 variants a task): its array operations (``compiled=False``: a gather, a cumulative sum and two more gathers
+   per resample, in numpy) against its compiled pass at 1 thread and at ``--threads``; each checked to give the
+   same bits.
+2. With ``--results DIR``: the board built from that folder (every interval and paired test) with the compiled
+   pass at 1 thread and at ``--threads``, and with the array operations.
 
     python benchmarks/bench_board.py [--threads 2] [--results leaderboards/v3/results]
 
@@ -31,19 +31,11 @@ STS_PAIRS = {"STS12": 3108, "STS13": 1500, "STS14": 3750, "STS15": 3000, "STS16"
              "SICK-R": 9927}
 
 
-def _array_formula(predictions: list[np.ndarray], gold: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """The numpy formula: each prediction's centred ranks as a ``(b, n)`` array per block (gather the
-    multiplicities into sort order, cumulative sum, gather the runs' ends, gather back), then two row dot products."""
-    out = np.empty((len(predictions), idx.shape[0]))
-    for start, (weights, wy, vy) in batch_scores._gold_terms(gold, idx):
-        for k, p in enumerate(predictions):
-            rx = batch_scores._centred_ranks(weights, batch_scores._ranker(np.asarray(p))).astype(np.float64)
-            vx = np.einsum("ij,ij->i", weights * rx, rx)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                rho = np.einsum("ij,ij->i", wy, rx) / np.sqrt(vx * vy)
-            rho[(vx == 0) | (vy == 0)] = np.nan
-            out[k, start:start + weights.shape[0]] = np.clip(rho, -1.0, 1.0)
-    return out
+def _together(compiled: bool):
+    """``spearman_together`` with its pass chosen (the board's calls pass their thread count positionally)."""
+    def call(predictions, gold, idx, threads=1):
+        return batch_scores.spearman_together(predictions, gold, idx, threads, compiled=compiled)
+    return call
 
 
 @contextmanager
@@ -68,18 +60,18 @@ def _timed(fn, *args):
 
 def bench_synthetic(threads: int, resamples: int) -> None:
     rng = np.random.default_rng(0)
-    batch_scores.spearman_together([rng.normal(size=5)], np.arange(5.0), np.zeros((1, 5), dtype=np.intp))  # compile
+    _together(True)([rng.normal(size=5)], np.arange(5.0), np.zeros((1, 5), dtype=np.intp))  # compile
     totals = {"array formula": 0.0, "compiled, 1 thread": 0.0, f"compiled, {threads} threads": 0.0}
     for task, n in STS_PAIRS.items():
         gold = np.round(rng.uniform(0, 5, n) * 5) / 5
         predictions = [gold + rng.normal(0, 1.2, n) for _ in range(10)]
         idx = rng.integers(0, n, (resamples, n))
         batch_scores._gold_terms(gold, idx)  # the gold's terms, shared by all three, computed before the clocks
-        seconds, reference = _timed(_array_formula, predictions, gold, idx)
+        seconds, reference = _timed(_together(False), predictions, gold, idx)
         line = [f"{seconds:6.2f}"]
         totals["array formula"] += seconds
         for label, count in (("compiled, 1 thread", 1), (f"compiled, {threads} threads", threads)):
-            seconds, out = _timed(batch_scores.spearman_together, predictions, gold, idx, count)
+            seconds, out = _timed(_together(True), predictions, gold, idx, count)
             if out.tobytes() != reference.tobytes():
                 raise SystemExit(f"{task}: {label} differs from the array formula")
             totals[label] += seconds
@@ -100,15 +92,16 @@ def bench_board(results: str, threads: int) -> None:
         return repr(build_leaderboard(read_results(results)))
 
     timings = {}
-    for label, count in (("1 thread", 1), (f"{threads} threads", threads)):
-        with _threads(count):
-            timings[label], board = _timed(build)
-    compiled = resample.spearman_together
-    resample.spearman_together = batch_scores.spearman_together = _array_formula  # type: ignore[assignment]
+    chosen = resample.spearman_together
     try:
+        resample.spearman_together = _together(True)
+        for label, count in (("1 thread", 1), (f"{threads} threads", threads)):
+            with _threads(count):
+                timings[label], board = _timed(build)
+        resample.spearman_together = _together(False)
         timings["array formula"], reference = _timed(build)
     finally:
-        resample.spearman_together = batch_scores.spearman_together = compiled  # type: ignore[assignment]
+        resample.spearman_together = chosen
     print(f"board of {results}: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items())
           + f"; the same board: {board == reference}")
     for label in list(timings)[:2]:

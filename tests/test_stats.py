@@ -55,10 +55,10 @@ def test_gold_ranks_kept_between_calls_are_never_those_of_other_resamples_or_ano
             np.testing.assert_allclose(stats.spearman(units, idx), expected, rtol=0, atol=1e-12)
 
 
-def test_spearman_drawn_on_threads_is_the_bits_of_one_thread_and_scipys_rho():
+def test_spearman_compiled_and_on_threads_is_the_bits_of_the_array_pass_and_scipys_rho():
     """The compiled pass splits a block's resamples among threads (blocks of 131 resamples of 2,000 units here, so
-    3 threads get 43-44 rows each): the same bits as one thread, and scipy's rho on ties, a two-valued prediction
-    and a constant one (NaN) alike."""
+    3 threads get 43-44 rows each): the same bits as one thread and as the array operations, and scipy's rho on
+    ties, a two-valued prediction and a constant one (NaN) alike."""
     from iso_bench.numerics.batch_scores import spearman_together
 
     rng = np.random.default_rng(23)
@@ -66,8 +66,9 @@ def test_spearman_drawn_on_threads_is_the_bits_of_one_thread_and_scipys_rho():
     preds = [gold + rng.normal(size=2000), np.round(gold + rng.normal(size=2000), 0),
              (gold + rng.normal(size=2000) > 0).astype(float), np.full(2000, 0.5)]
     idx = stats.bootstrap_indices(2000, 150, seed=4)
-    one = spearman_together(preds, gold, idx, threads=1)
-    assert spearman_together(preds, gold, idx, threads=3).tobytes() == one.tobytes()
+    one = spearman_together(preds, gold, idx, threads=1, compiled=True)
+    assert spearman_together(preds, gold, idx, threads=3, compiled=True).tobytes() == one.tobytes()
+    assert spearman_together(preds, gold, idx, compiled=False).tobytes() == one.tobytes()  # the array operations
     for row in (0, 44, 130, 149):
         expected = [sps.spearmanr(p[idx[row]], gold[idx[row]]).statistic for p in preds[:3]]
         np.testing.assert_allclose(one[:3, row], expected, rtol=0, atol=1e-12)

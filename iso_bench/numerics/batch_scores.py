@@ -91,18 +91,23 @@ def spearman(units: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return spearman_together([units[:, 0]], units[:, 1], idx)[0]
 
 
-def spearman_together(predictions: list[np.ndarray], gold: np.ndarray, idx: np.ndarray,
-                      threads: int = 1) -> np.ndarray:
+def spearman_together(predictions: list[np.ndarray], gold: np.ndarray, idx: np.ndarray, threads: int = 1,
+                      compiled: bool | None = None) -> np.ndarray:
     """``(len(predictions), B)``: the Spearman correlation of each prediction column with ``gold`` on each
     resample of ``idx`` (NaN where a column is constant): each row the numbers :func:`spearman` gives alone.
-    ``threads``: how many threads share each block's resamples (each its own rows: the same numbers on any count).
 
     A resample is read as the multiplicity of each unit, so a prediction's ranks take one sort order of the full
-    sample and one pass over each resample in that order (:func:`_rho_rows`). The multiplicities and the gold's
-    ranks are computed once for a task's variants (:func:`_gold_terms`). Every sum is of integers, in int64 (exact
-    below about 2 million units), and each is rounded once to float64: the numbers do not depend on how the
+    sample and a pass over each resample in that order. The multiplicities and the gold's ranks are computed once
+    for a task's variants (:func:`_gold_terms`). The pass is compiled (:func:`_rho_rows_py`, numba; each block's
+    resamples split among ``threads`` threads) or made of array operations (:func:`_array_rows`): ``compiled``
+    None takes the compiled one where the work repays its compilation (about 2 s, once a process: from
+    :data:`COMPILE_AT` drawn units, or once compiled), so a run's few intervals compile nothing and a leaderboard's
+    thousands take about a quarter of the time. Every sum is of integers, exact in either (below about 200,000
+    units), and rounded once to float64: the numbers do not depend on the pass, the thread count, how the
     resamples are blocked, which variants are drawn together, or the CPU.
     """
+    if compiled is False or (compiled is None and not _COMPILED and len(predictions) * idx.size < COMPILE_AT):
+        return _array_rows(predictions, gold, idx)
     runs = [_runs(np.asarray(p)) for p in predictions]
     out = np.empty((len(predictions), idx.shape[0]))
     rho_rows = _kernel()
@@ -121,6 +126,26 @@ def spearman_together(predictions: list[np.ndarray], gold: np.ndarray, idx: np.n
     return out
 
 
+def _array_rows(predictions: list[np.ndarray], gold: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """:func:`spearman_together` in array operations: a prediction's centred ranks in every resample of a block
+    (:func:`_centred_ranks`: a gather, a cumulative sum, two more gathers), then two dot products a row, summed in
+    float64 (integers below 2**53: exact)."""
+    rankers = [_ranker(np.asarray(p)) for p in predictions]
+    out = np.empty((len(predictions), idx.shape[0]))
+    for start, (weights, wy, vy) in _gold_terms(gold, idx):
+        for k, ranker in enumerate(rankers):
+            rx = _centred_ranks(weights, ranker).astype(np.float64)
+            vx = np.einsum("ij,ij->i", weights * rx, rx)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rho = np.einsum("ij,ij->i", wy, rx) / np.sqrt(vx * vy)
+            rho[(vx == 0) | (vy == 0)] = np.nan
+            out[k, start:start + weights.shape[0]] = np.clip(rho, -1.0, 1.0)
+    return out
+
+
+COMPILE_AT = 1 << 25
+"""Drawn units (resamples x units x predictions) from which a call compiles the pass: about 0.4 s of array
+operations, a fifth of the compilation."""
 _PARALLEL_ELEMENTS = 1 << 16
 """A block of resamples is split among threads only where each gets at least this many drawn units."""
 _POOL: dict[int, ThreadPoolExecutor] = {}
