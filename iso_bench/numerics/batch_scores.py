@@ -1,7 +1,7 @@
 """The statistics of :mod:`iso_bench.numerics.stats`, each scored on a batch of resamples at once: an index matrix
 ``(B, n)`` of drawn units in, ``B`` scores out, in blocks of bounded memory. Spearman's ranks are computed by
 counting, never sorting a resample, and the ranks of a task's gold column are kept for the next variant; a
-prediction's ranks and sums take one compiled pass over each resample (numba, compiled on first use).
+leaderboard's many variants take one compiled pass over each resample (numba), a run's few array operations.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def _pool(threads: int) -> ThreadPoolExecutor:
 
 def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sort order of ``values`` and the end (exclusive) of each run of equal values in it: a unit's rank in
-    any resample is the count drawn below its run plus half its run's count drawn (:func:`_rho_rows`)."""
+    any resample is the count drawn below its run plus half its run's count drawn (:func:`_rho_rows_py`)."""
     order = np.argsort(values, kind="stable")
     ends = np.flatnonzero(np.r_[values[order][1:] != values[order][:-1], True]) + 1
     return order.astype(np.int64), ends.astype(np.int64)
