@@ -112,9 +112,9 @@ def default_threads() -> int:
 
 
 def cpu_threads() -> int:
-    """Threads for iso-bench's own CPU work beside torch (the leaderboard's resampling): ``$ISO_BENCH_THREADS``
-    if set, else the CPUs this process may run on (at most 8). Its work is split into independent parts, so
-    the numbers are the same on any count."""
+    """Threads for iso-bench's own CPU work beside torch (the leaderboard's resampling, also a run's verdict):
+    ``$ISO_BENCH_THREADS`` if set, else the CPUs this process may run on (at most 8); ``--threads`` is torch's
+    alone. The work is split into independent parts, so the numbers are the same on any count."""
     env = os.environ.get(THREADS_ENV)
     if env:
         return _threads_value(env, THREADS_ENV)

@@ -130,6 +130,7 @@ def test_threads_are_set_and_default_to_the_idle_cpus(monkeypatch: pytest.Monkey
 def test_the_boards_threads_are_the_variables_or_the_cpus_at_most_eight(monkeypatch: pytest.MonkeyPatch) -> None:
     """The leaderboard's resampling ignores the load (its parts are independent; torch's threads wait for each
     other), so a busy machine still gets one thread a CPU, capped at 8; $ISO_BENCH_THREADS decides, checked."""
+    monkeypatch.delenv("ISO_BENCH_THREADS", raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 0.0, 0.0))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
     assert cpu_threads() == 3

@@ -73,6 +73,44 @@ def test_spearman_compiled_and_on_threads_is_the_bits_of_the_array_pass_and_scip
         expected = [sps.spearmanr(p[idx[row]], gold[idx[row]]).statistic for p in preds[:3]]
         np.testing.assert_allclose(one[:3, row], expected, rtol=0, atol=1e-12)
     assert np.isnan(one[3]).all()
+    constant_gold = spearman_together(preds[:1], np.ones(2000), idx, threads=2, compiled=True)
+    assert np.isnan(constant_gold).all()
+
+
+def test_spearman_compiled_past_46341_units_keeps_the_gold_terms_in_float64_and_the_bits():
+    """From 46,341 units (n^2 >= 2**31) the gold's terms are float64, another compiled specialisation: the same
+    bits as the array operations, on 1 and 3 threads (5 resamples a block, split 2, 2, 1)."""
+    from iso_bench.numerics.batch_scores import _gold_terms, spearman_together
+
+    rng = np.random.default_rng(5)
+    gold = np.round(rng.normal(size=46341), 1)
+    preds = [gold + rng.normal(size=46341), np.round(gold + rng.normal(size=46341), 0)]
+    idx = stats.bootstrap_indices(46341, 12, seed=6)
+    assert _gold_terms(gold, idx)[0][1][1].dtype == np.float64
+    array = spearman_together(preds, gold, idx, compiled=False)
+    assert spearman_together(preds, gold, idx, threads=1, compiled=True).tobytes() == array.tobytes()
+    assert spearman_together(preds, gold, idx, threads=3, compiled=True).tobytes() == array.tobytes()
+
+
+def test_a_runs_small_intervals_never_import_numba():
+    """The compiled pass is chosen by a call's size: a run's interval on a small task (400 pairs, 1,000 resamples)
+    takes the array operations, so the process never imports numba, while a task of many variants would."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np; from iso_bench.numerics import stats, batch_scores as b; "
+            "u = np.random.default_rng(0).normal(size=(400, 2)); stats.confidence_interval(u, 'spearman'); "
+            "print('numba' in sys.modules, 40 * 1000 * 1379 >= b.COMPILE_AT > 400 * 1000)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
+    # where numba cannot be imported, the compiled pass falls back to the array operations' same numbers, said once
+    code = ("import sys; sys.modules['numba'] = None; import numpy as np; from iso_bench.numerics import stats; "
+            "from iso_bench.numerics.batch_scores import spearman_together as t; "
+            "u = np.random.default_rng(0).normal(size=(300, 2)); i = stats.bootstrap_indices(300, 50, 1); "
+            "print(t([u[:, 0]], u[:, 1], i, compiled=True).tobytes() == t([u[:, 0]], u[:, 1], i, compiled=False)"
+            ".tobytes() == stats.spearman(u, i).tobytes())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True"] and done.stderr.count("numba cannot be imported") == 1
 
 
 def test_spearman_refuses_resamples_that_are_not_n_draws_of_the_n_units():

@@ -7,6 +7,7 @@ leaderboard's many variants take one compiled pass over each resample (numba), a
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from iso_bench.registry import IsoBenchError
+
+logger = logging.getLogger(__name__)
 
 _BLOCK_ELEMENTS = 1 << 18
 """Resamples are scored in blocks of about this many drawn units: bounded memory, and a block's arrays (a few MB)
@@ -99,30 +102,32 @@ def spearman_together(predictions: list[np.ndarray], gold: np.ndarray, idx: np.n
     A resample is read as the multiplicity of each unit, so a prediction's ranks take one sort order of the full
     sample and a pass over each resample in that order. The multiplicities and the gold's ranks are computed once
     for a task's variants (:func:`_gold_terms`). The pass is compiled (:func:`_rho_rows_py`, numba; each block's
-    resamples split among ``threads`` threads) or made of array operations (:func:`_array_rows`): ``compiled``
-    None takes the compiled one where the work repays its compilation (about 2 s, once a process: from
-    :data:`COMPILE_AT` drawn units, or once compiled), so a run's few intervals compile nothing and a leaderboard's
-    thousands take about a quarter of the time. Every sum is of integers, exact in either (below about 200,000
-    units), and rounded once to float64: the numbers do not depend on the pass, the thread count, how the
-    resamples are blocked, which variants are drawn together, or the CPU.
+    resamples split among ``threads`` threads) or made of array operations (:func:`_array_rows`). ``compiled``
+    None chooses by the call's size alone: the compiled pass from :data:`COMPILE_AT` drawn units (a leaderboard's
+    task of many variants, at about a quarter of the time), the array operations below it (a run's few intervals,
+    a test's small tasks: nothing to import or compile), and where numba cannot be imported. Every sum is of
+    integers, exact in either (below about 200,000 units), and rounded once to float64: the numbers do not depend
+    on the pass, the thread count, how the resamples are blocked, which variants are drawn together, or the CPU.
     """
-    if compiled is False or (compiled is None and not _COMPILED and len(predictions) * idx.size < COMPILE_AT):
+    if compiled is None:
+        compiled = len(predictions) * idx.size >= COMPILE_AT
+    rho_rows = _kernel() if compiled else None
+    if rho_rows is None:
         return _array_rows(predictions, gold, idx)
     runs = [_runs(np.asarray(p)) for p in predictions]
     out = np.empty((len(predictions), idx.shape[0]))
-    rho_rows = _kernel()
     for start, (weights, wy, vy) in _gold_terms(gold, idx):
         b = weights.shape[0]
-        parts = max(1, min(threads, weights.size // _PARALLEL_ELEMENTS))
+        parts = max(1, min(threads, b, weights.size // _PART_ELEMENTS))
         cuts = [b * t // parts for t in range(parts + 1)]
         for k, (order, ends) in enumerate(runs):
             row = out[k, start:start + b]
-            calls = [(weights[i:j], wy[i:j], vy[i:j], order, ends, row[i:j])
-                     for i, j in zip(cuts[:-1], cuts[1:], strict=True)]
             if parts == 1:
-                rho_rows(*calls[0])
-            else:
-                list(_pool(parts).map(lambda args: rho_rows(*args), calls))
+                rho_rows(weights, wy, vy, order, ends, row)
+                continue
+            parts_of = [(weights[i:j], wy[i:j], vy[i:j], order, ends, row[i:j])  # each thread its own rows
+                        for i, j in zip(cuts[:-1], cuts[1:], strict=True)]
+            list(_pool(parts).map(rho_rows, *zip(*parts_of, strict=True)))
     return out
 
 
@@ -144,10 +149,12 @@ def _array_rows(predictions: list[np.ndarray], gold: np.ndarray, idx: np.ndarray
 
 
 COMPILE_AT = 1 << 25
-"""Drawn units (resamples x units x predictions) from which a call compiles the pass: about 0.4 s of array
-operations, a fifth of the compilation."""
-_PARALLEL_ELEMENTS = 1 << 16
-"""A block of resamples is split among threads only where each gets at least this many drawn units."""
+"""Drawn units (resamples x units x predictions) from which a call takes the compiled pass: about 0.4 s of array
+operations. numba's import and compilation (about 2.6 s, once a process) are repaid by a leaderboard's many such
+calls; a run's verdict over real tasks may pay them once, beside minutes of encoding."""
+_PART_ELEMENTS = 1 << 14
+"""A block of resamples is split among threads only where each gets at least this many drawn units (a few tens of
+microseconds of work, several times a thread's hand-off)."""
 _POOL: dict[int, ThreadPoolExecutor] = {}
 
 
@@ -206,16 +213,22 @@ def _rho_rows_py(weights: np.ndarray, wy: np.ndarray, vy: np.ndarray, order: np.
             out[i] = min(max(np.float64(cov) / np.sqrt(np.float64(vx) * vy[i]), -1.0), 1.0)
 
 
-_COMPILED: list[Callable[..., None]] = []
+_COMPILED: list[Callable[..., None] | None] = []
 
 
-def _kernel() -> Callable[..., None]:
-    """:func:`_rho_rows_py` compiled by numba (imported and compiled on first use, so that runs which score no
-    resample never load it): integer sums and IEEE float64 division and square root, no fast-math."""
+def _kernel() -> Callable[..., None] | None:
+    """:func:`_rho_rows_py` compiled by numba (imported on first use, so that runs which score few resamples never
+    load it): integer sums and IEEE float64 division and square root, no fast-math. None, said once, where numba
+    cannot be imported (a numpy it does not support yet): the array operations give the same numbers, slower."""
     if not _COMPILED:
-        from numba import njit
-
-        _COMPILED.append(njit(nogil=True, boundscheck=False)(_rho_rows_py))
+        try:
+            from numba import njit
+        except ImportError as exc:
+            logger.warning("numba cannot be imported (%s): the leaderboard's resampled Spearman scores take the "
+                           "array operations, the same numbers at about 4 times the time", exc)
+            _COMPILED.append(None)
+        else:
+            _COMPILED.append(njit(nogil=True, boundscheck=False)(_rho_rows_py))
     return _COMPILED[0]
 
 

@@ -203,17 +203,16 @@ def write_budget_plots(lines: Sequence[Budget], folder: str | Path, stem: str) -
         panels = sorted({(b.unit, b.setting) for b in rows})
         fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
         for ax, (unit, setting) in zip(axes[0], panels, strict=True):
-            points: dict[bool, list[tuple[float, float]]] = {False: [], True: []}  # raw at its size or not
-            for b in (b for b in rows if (b.unit, b.setting) == (unit, setting)):
-                for variant, score in b.points:
-                    ref = variant == b.size.reference
-                    points[ref].append((b.bytes, score))
-                    if b.best == variant or ref:
-                        ax.annotate(variant, (b.bytes, score), fontsize=7, xytext=(4, 2), textcoords="offset points")
-            for ref, xy in points.items():  # one collection each (a collection a point took seconds to draw)
+            shown = [(b, variant, score) for b in rows if (b.unit, b.setting) == (unit, setting)
+                     for variant, score in b.points]
+            for ref in (False, True):  # one collection each (a collection a point took seconds to draw)
+                xy = [(b.bytes, score) for b, variant, score in shown if (variant == b.size.reference) == ref]
                 if xy:
                     ax.scatter(*zip(*xy, strict=True), c="black" if ref else "tab:orange", marker="s" if ref else "o",
                                zorder=3 if ref else 2)
+            for b, variant, score in shown:  # the labels after the points: drawn over them
+                if b.best == variant or variant == b.size.reference:
+                    ax.annotate(variant, (b.bytes, score), fontsize=7, xytext=(4, 2), textcoords="offset points")
             ax.set_xscale("log")
             ax.set_xlabel("bytes per vector (log scale)")
             ax.set_ylabel("main score × 100")
