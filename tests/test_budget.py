@@ -63,6 +63,23 @@ def test_each_size_names_its_best_variant_against_raw_at_that_size(folder: Path)
     assert f"| binary | 48 | whiten-precision=binary | {_score('whiten-precision=binary'):.2f} | " in table
 
 
+def test_a_held_out_size_is_judged_and_shown_beside_the_unfitted_raw_at_that_size(folder: Path, tmp_path: Path) -> None:
+    """raw, a cut of it and its signs are not fitted: the same results are raw at that size for every setting, so a
+    held-out line names their score, as its paired test used them, and its picture's panel draws them."""
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+    for variant, noise, nbytes in (("whiten", 0.3, 1536), ("whiten-precision=binary", 0.5, 48)):
+        path = write_scored(tmp_path, BASE, variant, "STSBenchmark", sts_units(N, noise, seed=2),
+                            setup={"fit_corpus": "held-out"})
+        set_record(path, storage={"precision": "float32", "dim": 384, "bytes": nbytes})
+    held = {b.size.label: b for b in budgets(read_results(tmp_path)) if "held-out" in b.setting}
+    assert set(held) == {"full", "binary"}
+    assert held["full"].best == "whiten" and held["full"].reference_score == _score("raw")
+    binary = held["binary"]
+    assert binary.best == "whiten-precision=binary" and binary.reference_score == _score("raw-precision=binary")
+    assert binary.delta == pytest.approx(binary.score - binary.reference_score, abs=0.011)
+    assert ("raw-precision=binary", _score("raw-precision=binary")) in binary.points
+
+
 def test_one_size_alone_has_no_budget_table(folder: Path) -> None:
     results = [r for r in read_results(folder) if size_of(r.variant) == Size(None)]
     assert budgets(results) == [] and budget_markdown([]) == budget_html([]) == budget_latex([]) == ""

@@ -80,7 +80,10 @@ def budgets(results: Sequence[Result], ci: bool = True, boot: Bootstrap | None =
                     for row in table.rows:
                         if row.cells[index].value is not None:
                             by_setting.setdefault(_setting(row.setup), []).append(row)
+                    raws = [row for rows in by_setting.values() for row in rows if row.variant == "raw"]
                     for setting, rows in by_setting.items():
+                        if len(raws) == 1 and not any(row.variant == "raw" for row in rows):
+                            rows = [*rows, *raws]  # raw at this size unfitted (raw, a cut, signs): every setting's
                         judged = found.get((section.title, unit, setting))
                         best = judged.best if judged is not None else None
                         ref = next((row.cells[index].value for row in rows if row.variant == "raw"), None)
