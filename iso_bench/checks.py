@@ -103,7 +103,7 @@ def default_threads() -> int:
     env = os.environ.get(THREADS_ENV)
     if env:
         return _threads_value(env, THREADS_ENV)
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = _cpus()
     try:
         busy = int(os.getloadavg()[0] + 0.5)
     except OSError:  # no load average on this platform
@@ -118,7 +118,12 @@ def cpu_threads() -> int:
     env = os.environ.get(THREADS_ENV)
     if env:
         return _threads_value(env, THREADS_ENV)
-    return min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    return min(8, _cpus())
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _threads_value(text: str, name: str) -> int:

@@ -181,7 +181,7 @@ def _rho_rows_py(weights: np.ndarray, wy: np.ndarray, vy: np.ndarray, order: np.
     sum(wy r) (``wy``: multiplicity x the gold's centred rank) in int64, in one pass, and rho = sum(wy r) /
     sqrt(sum(w r r) x ``vy``), NaN where either sum of squares is 0, clipped to [-1, 1]."""
     n = weights.shape[1]
-    runs = ends if ends.size < n else ends[:0]  # without ties (one unit a run), one pass below
+    runs = ends if ends.size < n else ends[:0]  # without ties (one unit a run): the plain loop, 2.7x the runs'
     for i in range(weights.shape[0]):
         w = weights[i]
         y = wy[i]
