@@ -261,3 +261,45 @@ def standin_hub(llm_standin_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(llm_standin_cache))
     monkeypatch.setenv("HF_HUB_CACHE", str(llm_standin_cache))
     return llm_standin_cache
+
+
+# Running on several CPUs (pytest-xdist, `-n auto` in pyproject.toml). A test file is one unit of work, so a module's
+# fixtures are made once; the files that build a published board share one unit, so each board is computed once.
+# Heavy files go first so that no long one starts last.
+SHARED_UNITS = {"board": ("test_published_leaderboard.py", "test_html_leaderboard.py", "test_latex.py",
+                          "test_readme_snippets.py", "test_fit_rows.py"),
+                "static": ("test_one_tokenization.py", "test_pipelines.py", "test_stages_run.py")}
+FIRST = ("test_published_leaderboard.py", "test_html_leaderboard.py", "test_integration.py", "test_mteb_tasks.py",
+         "test_held_out.py", "test_reproducible.py", "test_mteb_backbone.py", "test_faults.py", "test_full_disk.py")
+MAX_WORKERS = 4  # each worker imports torch and builds its own session fixtures: memory, not CPUs, sets the cap
+
+
+def _unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    name = path.rsplit("/", 1)[-1]
+    return next((unit for unit, files in SHARED_UNITS.items() if name in files), path)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    def rank(item):
+        name = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+        return FIRST.index(name) if name in FIRST else len(FIRST)
+
+    items.sort(key=rank)  # stable: a file's tests keep their order
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cpus, MAX_WORKERS)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedUnits(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    return SharedUnits(config, log)
