@@ -13,8 +13,9 @@ import iso_bench  # noqa: F401 - before numpy: pins the kernels numpy's OpenBLAS
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SHARED_DATA = Path(os.environ.get("ISO_BENCH_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 HUB_MIRROR = SHARED_DATA / "hub"
-LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"  # the published board: iso-bench v2's
-PUBLISHED_RESULTS = LEADERBOARDS / "v2"  # its results folder (results/<model>/...): result files only, see below
+LEADERBOARDS = Path(__file__).resolve().parents[1] / "leaderboards"  # the published board: iso-bench v3's
+PUBLISHED_RESULTS = LEADERBOARDS / "v3"  # its results folder (results/<model>/...)
+V2_BOARD = LEADERBOARDS / "v2"  # iso-bench v2's board and result files, kept readable (units files: see below)
 V2_UNITS_COMMIT = "e3ed15d9b9b422fd6cad2d543254d9cd9f7a7fac"  # the commit (tag iso-bench-v2) with v2's units files
 V1_BOARD = LEADERBOARDS / "v1"  # iso-bench v1's board and results, kept readable
 
@@ -69,17 +70,33 @@ def v2_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def published_results(v2_results: Path) -> Path:
-    """The published board's results folder with its units files: v2's, from :data:`V2_UNITS_COMMIT`."""
-    return v2_results
+def v2_board(v2_results: Path):
+    """v2's board built once from its results at :data:`V2_UNITS_COMMIT`, for its markdown and its web page (as
+    published: without a table per budget)."""
+    from iso_bench.report import build_leaderboard, read_results
+
+    return build_leaderboard(read_results(v2_results))
 
 
 @pytest.fixture(scope="session")
-def published_board(published_results: Path):
-    """The published board, built once from its results (every interval and paired test)."""
-    from iso_bench.report import build_leaderboard, read_results
+def published_results() -> Path:
+    """The published board's results folder, units files included: v3's, in the working tree."""
+    return PUBLISHED_RESULTS
 
-    return build_leaderboard(read_results(published_results))
+
+@pytest.fixture(scope="session")
+def published_computed(published_results: Path):
+    """The published board computed once from its results (every interval, paired test and per-budget line), for
+    each of its formats (:func:`iso_bench.report.write_computed`: the files write_leaderboard writes)."""
+    from iso_bench.report import compute_leaderboard
+
+    return compute_leaderboard(published_results)
+
+
+@pytest.fixture(scope="session")
+def published_board(published_computed):
+    """The published board (v3's): its tables, verdict and plots."""
+    return published_computed.board
 
 
 @pytest.fixture(scope="session")

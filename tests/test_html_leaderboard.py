@@ -18,7 +18,7 @@ from iso_bench.report import render, write_computed, write_leaderboard
 from iso_bench.report.board import build_leaderboard
 from iso_bench.report.results import read_results
 from iso_bench.report.tables import MINUS
-from tests.conftest import LEADERBOARDS, V1_BOARD
+from tests.conftest import LEADERBOARDS, V1_BOARD, V2_BOARD
 from tests.report_helpers import sts_units, write_scored
 
 PLANTED = "org/<script>window.pwned = 1</script>"
@@ -54,12 +54,18 @@ def test_the_page_is_one_self_contained_file_rendered_to_the_same_bytes(site: tu
     assert PLANTED not in html and "&lt;script&gt;window.pwned = 1&lt;/script&gt;" in html
 
 
-def test_the_published_page_is_a_fresh_render_of_the_committed_results(published_board) -> None:
+def test_the_published_page_is_a_fresh_render_of_the_committed_results(published_computed, tmp_path: Path) -> None:
     committed = LEADERBOARDS / "index.html"
     assert committed.is_file(), "leaderboards/index.html is missing"
-    html = render(published_board, "html")
-    assert html == committed.read_text(encoding="utf-8")
+    page, budget = write_computed(published_computed, tmp_path / "site", "html")  # the page and its budget page
+    assert page.read_bytes() == committed.read_bytes()
+    assert budget.read_bytes() == (LEADERBOARDS / "index-budget.html").read_bytes()
+    html = page.read_text(encoding="utf-8")
     assert html.index(">Verdict<") < html.index("<table")  # the answer before any table
+
+
+def test_the_v2_page_is_a_fresh_render_of_its_results_at_their_tag(v2_board) -> None:
+    assert render(v2_board, "html") == (V2_BOARD / "index.html").read_text(encoding="utf-8")
 
 
 def test_the_v1_page_is_a_fresh_render_of_its_results(v1_computed, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """The published leaderboards are what the reporter renders from the committed result files, byte for byte:
-iso-bench v2's board (``leaderboards/``, from ``leaderboards/v2``) and v1's, kept beside it (``leaderboards/v1``)."""
+iso-bench v3's board (``leaderboards/``, from ``leaderboards/v3``), v2's and v1's, kept beside it
+(``leaderboards/v2``, whose units files are at tag iso-bench-v2, and ``leaderboards/v1``)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,35 @@ from pathlib import Path
 from iso_bench.report import write_computed
 from iso_bench.report.plots import write_plots
 from iso_bench.report.tables import render_markdown
-from tests.conftest import LEADERBOARDS, V1_BOARD
+from tests.conftest import LEADERBOARDS, V1_BOARD, V2_BOARD
 
 
-def test_the_published_board_renders_again_byte_for_byte_and_opens_with_its_verdict(published_board,
+def test_the_published_board_renders_again_byte_for_byte_and_opens_with_its_verdict(published_computed,
                                                                                       tmp_path: Path) -> None:
+    """Every file `iso-bench leaderboard leaderboards/v3 -o leaderboards/leaderboard.md` writes (the board, its
+    plots, the table per budget and its pictures) is the committed one, and no committed one is left out."""
     committed = LEADERBOARDS / "leaderboard.md"
     assert committed.is_file(), "leaderboards/leaderboard.md is missing"
-    plots = write_plots(published_board, tmp_path, "leaderboard")  # the same stem, so the links come out the same
-    text = render_markdown(published_board, plots)
-    assert text == committed.read_text(encoding="utf-8")
-    assert sorted(plots.values()) == sorted(p.name for p in LEADERBOARDS.glob("leaderboard-*.png"))
-    assert "iso-bench v2" in text.split("\n## ", 1)[0]
+    written = write_computed(published_computed, tmp_path / "leaderboard.md")
+    assert sorted(p.name for p in written) == sorted(p.name for p in LEADERBOARDS.glob("leaderboard*.*")
+                                                     if p.suffix in (".md", ".png"))
+    for path in written:
+        assert path.read_bytes() == (LEADERBOARDS / path.name).read_bytes(), path.name
+    text = committed.read_text(encoding="utf-8")
+    assert "iso-bench v3" in text.split("\n## ", 1)[0]
     assert text.split("\n## ")[1].startswith("Verdict\n\n**Fitted on test texts**\n\n| encoder ")  # the answer first
+    assert "truncate-256" in (LEADERBOARDS / "leaderboard-budget.md").read_text(encoding="utf-8")
+
+
+def test_the_v2_board_renders_again_byte_for_byte_from_its_results_at_their_tag(v2_board, tmp_path: Path) -> None:
+    """v2's board, kept under leaderboards/v2 beside its result files, is what its results (units files
+    included, at tag iso-bench-v2) render to; its per-budget table was never published."""
+    plots = write_plots(v2_board, tmp_path, "leaderboard")  # the same stem: the links come out the same
+    text = render_markdown(v2_board, plots)
+    assert text == (V2_BOARD / "leaderboard.md").read_text(encoding="utf-8")
+    assert sorted(plots.values()) == sorted(p.name for p in V2_BOARD.glob("leaderboard-*.png"))
+    assert "Benchmark: iso-bench v2," in text
+    assert not list((V2_BOARD / "results").rglob("*.npz"))  # in the working tree: its result files alone
 
 
 ENCODERS = ("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2",
@@ -80,7 +97,7 @@ def test_the_v1_board_renders_again_byte_for_byte_from_its_own_folder(v1_compute
 
 
 def test_committed_plots_are_linked_and_present() -> None:
-    for folder in (LEADERBOARDS, V1_BOARD):
+    for folder in (LEADERBOARDS, V2_BOARD, V1_BOARD):
         text = (folder / "leaderboard.md").read_text(encoding="utf-8")
         links = [line[line.index("](") + 2 : -1] for line in text.splitlines() if line.startswith("![")]
         assert links, f"{folder}: the leaderboard links no plot"

@@ -143,29 +143,28 @@ def test_the_readme_commands_that_can_run_here_run(checkout: Path, any_device: N
     assert (checkout / "leaderboard.tex").read_text().startswith("\\documentclass")
 
 
-def test_the_published_folders_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, published_board,
+def test_the_published_folders_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, published_computed,
                                            published_results: Path) -> None:
     """leaderboards/README.md: the run (one part of the regeneration: all-MiniLM-L6-v2 fitted on test texts) as
-    a dry-run finds that part's published results without any data; the two leaderboard commands, run in a
-    copy, write the committed files byte for byte. The commands read every published result file; the board's
-    intervals and paired tests are the session's build of those files (``published_board``, whose computation
-    tests/test_published_leaderboard.py checks), not computed twice more."""
+    a dry-run finds that part's published results without any data; the leaderboard commands, run in a copy, write
+    the committed files byte for byte. The commands read every published result file; the board's intervals, paired
+    tests and per-budget lines are the session's computation of those files (``published_computed``, which
+    tests/test_published_leaderboard.py checks), not computed again."""
     from huggingface_hub import snapshot_download
 
     import iso_bench.report
 
-    def built(results, ci=True, accept_modified=False, boot=None):
-        assert len(results) == published_board.n_files and ci and not accept_modified
-        return published_board
+    def computed(results_dir, accept_modified=False, ci=True):
+        assert Path(results_dir).resolve() == (tmp_path / "leaderboards" / published_results.name).resolve()
+        assert ci and not accept_modified
+        return published_computed
 
-    monkeypatch.setattr(iso_bench.report, "build_leaderboard", built)
-    # the per-budget tables (v2 holds two sizes) rebuild a board per size, and none of them is a committed file of
-    # this folder: test_html_leaderboard and test_published_leaderboard check them on v1's published results
-    monkeypatch.setattr(iso_bench.report, "budgets", lambda results, ci=True, boot=None: [])
-
+    monkeypatch.setattr(iso_bench.report, "compute_leaderboard", computed)
     argv = iso_bench_commands(BOARD_README)
-    runs, boards = [a for a in argv if a[0] == "run"], [a for a in argv if a[0] == "leaderboard"]
-    assert len(runs) == 1 and len(boards) == 2
+    runs = [a for a in argv if a[0] == "run"]
+    boards = [a for a in argv if a[0] == "leaderboard" and a[1] == f"leaderboards/{published_results.name}"]
+    earlier = [a for a in argv if a[0] == "leaderboard" and a not in boards]  # v2's, after its units' restore
+    assert len(runs) == 1 and len(boards) == 3 and [a[1] for a in earlier] == ["leaderboards/v2"]
     monkeypatch.chdir(ROOT)
     monkeypatch.delenv("ISO_BENCH_DATA_DIR", raising=False)
     try:
@@ -174,17 +173,19 @@ def test_the_published_folders_commands_run(tmp_path: Path, monkeypatch: pytest.
         pytest.skip(f"{MINILM} is not in the Hugging Face cache")
     placeholders = {"DATA": str(SHARED_DATA), "MODEL": MINILM, "SETTING": "task"}
     plan = run_main([*(placeholders.get(a, a) for a in runs[0]), "--dry-run"])
-    minilm = [line for line in plan.splitlines() if line.startswith(MINILM)]  # a task: "STS12  [iso-bench v2]"
+    minilm = [line for line in plan.splitlines() if line.startswith(MINILM)]  # a task: "STS12  [iso-bench v3]"
     done = [int(re.search(r"\s(\d+)/\d+\s", line).group(1)) for line in minilm]
-    # every raw and sentence-level result (15 of 21 per task); the 6 token-level ones (cluster-pca, seeds 0-4, and
-    # zipfian-whiten) pooled the text's own tokens, another setup than a token-level variant's now: to run again
-    assert len(minilm) == 19 and done == [15] * 19
-    (tmp_path / "leaderboards" / "v2").mkdir(parents=True)
-    (tmp_path / "leaderboards" / "v2" / "results").symlink_to(published_results / "results")  # units files too
+    # every variant of the part on every task, but cluster-pca's isotropy diagnostic for seeds 2-4 (one token
+    # vector at zero: leaderboards/v3/README.md), which a run tries again
+    assert len(minilm) == 19 and done == [51] * 18 + [48] and minilm[-1].split()[1] == "Isotropy-STSB"
+    (tmp_path / "leaderboards" / published_results.name).mkdir(parents=True)
+    (tmp_path / "leaderboards" / published_results.name / "results").symlink_to(published_results / "results")
     monkeypatch.chdir(tmp_path)
     for board in boards:
         run_main(board)
-    for name in ("leaderboard.md", "index.html"):
+    written = sorted(p.name for p in (tmp_path / "leaderboards").iterdir() if p.is_file())
+    assert {"leaderboard.md", "index.html", "leaderboard.tex", "leaderboard-budget.md"} <= set(written), written
+    for name in written:
         assert (tmp_path / "leaderboards" / name).read_bytes() == (PUBLISHED / name).read_bytes(), name
 
 
@@ -248,7 +249,7 @@ def test_the_json_and_shell_snippets_are_what_they_say() -> None:
 
 # ---- paths ------------------------------------------------------------------------------------------------
 RUNTIME = re.compile(r"^(~/|<cache>/|<results>/grid/|\./results$|\.\./shared$|submission/|models/)")  # made by a run
-RESULTS = re.compile(r"^(DIR|\./results|results|<model>|v2/results)")  # under a --results folder, or mteb's ResultCache
+RESULTS = re.compile(r"^(DIR|\./results|results|<model>|v[23]/results)")  # a --results folder, or mteb's ResultCache
 
 
 def inline_paths(readme: Path) -> list[str]:

@@ -186,8 +186,8 @@ def test_an_occupied_output_folder_is_refused(tmp_path: Path) -> None:
         write_submission(tmp_path, tmp_path / "out")
 
 
-def test_the_published_v2_results_are_a_submission_the_repository_accepts(tmp_path: Path) -> None:
-    """``iso-bench submission`` on the committed v2 results: every result of an mteb task and an mteb model is
+def test_the_published_results_are_a_submission_the_repository_accepts(tmp_path: Path) -> None:
+    """``iso-bench submission`` on the published results (v3's): every result of an mteb task and an mteb model is
     written (raw as the base model's own, the rest as experiments), and the results repository's suite passes."""
     from tests.conftest import PUBLISHED_RESULTS
 
@@ -208,7 +208,7 @@ def test_the_published_v2_results_are_a_submission_the_repository_accepts(tmp_pa
 
 
 def _published_copy(tmp_path: Path, *variants: str) -> Path:
-    """The committed v2 results of all-MiniLM-L6-v2's ``variants``, copied (folders and digests as published)."""
+    """The published results of all-MiniLM-L6-v2's ``variants``, copied (folders and digests as published)."""
     from tests.conftest import PUBLISHED_RESULTS
 
     for variant in variants:
