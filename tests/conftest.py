@@ -291,23 +291,27 @@ FIRST = ("test_published_leaderboard.py", "test_html_leaderboard.py", "test_inte
 MAX_WORKERS = 4  # each worker imports torch and builds its own session fixtures: memory, not CPUs, sets the cap
 
 
+def _path(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def _unit(nodeid: str) -> str:
-    path = nodeid.split("::", 1)[0]
-    name = path.rsplit("/", 1)[-1]
-    return next((unit for unit, files in SHARED_UNITS.items() if name in files), path)
+    name = _path(nodeid).rsplit("/", 1)[-1]
+    return next((unit for unit, files in SHARED_UNITS.items() if name in files), _path(nodeid))
 
 
 def pytest_collection_modifyitems(items) -> None:
     def rank(item):
-        name = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+        name = _path(item.nodeid).rsplit("/", 1)[-1]
         return FIRST.index(name) if name in FIRST else len(FIRST)
 
     items.sort(key=rank)  # stable: a file's tests keep their order
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return min(cpus, MAX_WORKERS)
+    from iso_bench.checks import _cpus  # the CPUs this process may run on, as the threads' defaults count them
+
+    return min(_cpus(), MAX_WORKERS)
 
 
 def pytest_xdist_make_scheduler(config, log):
